@@ -1,0 +1,93 @@
+// ark/algorithms/algorithms.hpp: the algorithm tags users name, and the one place that maps a
+// (collective, algorithm) pair to its body. An unsupported pair fails at compile time.
+#pragma once
+
+#include "ark/algorithms/direct.hpp"
+#include "ark/algorithms/one_shot.hpp"
+#include "ark/algorithms/ring.hpp"
+#include "ark/algorithms/two_shot.hpp"
+#include "ark/team/call_desc.hpp"
+
+#include <cstdint>
+#include <type_traits>
+
+namespace ark {
+
+namespace algo {
+/// Chosen at run time from the size and the world (see ark/collectives/select.hpp).
+struct automatic {
+  static constexpr std::uint8_t id = 0;
+  static constexpr const char* name = "auto";
+};
+/// All-reduce: every rank pushes everything to everyone and reduces locally.
+struct one_shot {
+  static constexpr std::uint8_t id = 1;
+  static constexpr const char* name = "one_shot";
+};
+/// All-reduce: direct reduce-scatter, then direct all-gather.
+struct two_shot {
+  static constexpr std::uint8_t id = 2;
+  static constexpr const char* name = "two_shot";
+};
+/// All-reduce, reduce-scatter, all-gather: pipelined ring.
+struct ring {
+  static constexpr std::uint8_t id = 3;
+  static constexpr const char* name = "ring";
+};
+/// Reduce-scatter, all-gather, broadcast, reduce: every rank talks to its peers directly.
+struct direct {
+  static constexpr std::uint8_t id = 4;
+  static constexpr const char* name = "direct";
+};
+} // namespace algo
+
+inline const char* algorithm_name(std::uint8_t id) {
+  constexpr const char* names[] = {"auto", "one_shot", "two_shot", "ring", "direct"};
+  return id < 5 ? names[id] : "unknown";
+}
+
+namespace detail {
+template <class>
+inline constexpr bool dependent_false = false;
+} // namespace detail
+
+namespace algorithms {
+
+/// Whether algorithm A implements collective K.
+template <collective K, class A>
+inline constexpr bool implements =
+    (K == collective::all_reduce &&
+     (std::is_same_v<A, algo::one_shot> || std::is_same_v<A, algo::two_shot> || std::is_same_v<A, algo::ring>)) ||
+    ((K == collective::reduce_scatter || K == collective::all_gather) &&
+     (std::is_same_v<A, algo::direct> || std::is_same_v<A, algo::ring>)) ||
+    ((K == collective::broadcast || K == collective::reduce) && std::is_same_v<A, algo::direct>);
+
+/// Runs collective K with algorithm A. `root` is used by broadcast and reduce only.
+template <collective K, class A, class Ctx, class T, class Op>
+ARK_HD bool run(const Ctx& ctx, const T* in, T* out, std::size_t count, int root, const Op& op) {
+  if constexpr (K == collective::all_reduce && std::is_same_v<A, algo::one_shot>)
+    return all_reduce_one_shot(ctx, in, out, count, op);
+  else if constexpr (K == collective::all_reduce && std::is_same_v<A, algo::two_shot>)
+    return all_reduce_two_shot(ctx, in, out, count, op);
+  else if constexpr (K == collective::all_reduce && std::is_same_v<A, algo::ring>)
+    return all_reduce_ring(ctx, in, out, count, op);
+  else if constexpr (K == collective::reduce_scatter && std::is_same_v<A, algo::direct>)
+    return reduce_scatter_direct(ctx, in, out, count, op);
+  else if constexpr (K == collective::reduce_scatter && std::is_same_v<A, algo::ring>)
+    return reduce_scatter_ring(ctx, in, out, count, op);
+  else if constexpr (K == collective::all_gather && std::is_same_v<A, algo::direct>)
+    return all_gather_direct(ctx, in, out, count, op);
+  else if constexpr (K == collective::all_gather && std::is_same_v<A, algo::ring>)
+    return all_gather_ring(ctx, in, out, count, op);
+  else if constexpr (K == collective::broadcast && std::is_same_v<A, algo::direct>)
+    return broadcast_direct(ctx, in, out, count, root, op);
+  else if constexpr (K == collective::reduce && std::is_same_v<A, algo::direct>)
+    return reduce_direct(ctx, in, out, count, root, op);
+  else
+    static_assert(ark::detail::dependent_false<A>, "ark: this algorithm does not implement this collective "
+                                              "(all_reduce: one_shot, two_shot, ring; reduce_scatter and "
+                                              "all_gather: direct, ring; broadcast and reduce: direct)");
+}
+
+} // namespace algorithms
+} // namespace ark

@@ -1,0 +1,198 @@
+// ark/algorithms/pass.hpp: the one loop every algorithm runs.
+//
+// A pass walks n elements in vectors of the backend's width. For each vector it folds its inputs
+// (local buffers and received steps, in a fixed order) with the reduction op, optionally finalizes
+// (avg divides by the world size), and stores the result to its outputs (local buffers and the
+// steps it sends). Inputs and outputs are small descriptor types, so each algorithm's pass
+// compiles to straight-line code for its case. Local buffers are never read or written past n;
+// slots are padded, so peers' steps move whole vectors.
+#pragma once
+
+#include "ark/concepts/reduce_op.hpp"
+#include "ark/dma/common.hpp"
+
+namespace ark::algorithms {
+
+// Inputs ------------------------------------------------------------------------------------------
+template <class T>
+struct in_local {        ///< a local buffer
+  const T* p;
+};
+struct in_peer {         ///< the step a peer sent us
+  int peer;
+  std::uint64_t step;
+};
+template <class T>
+struct in_local_peer {   ///< a local buffer folded with the step a peer sent us
+  const T* p;
+  int peer;
+  std::uint64_t step;
+};
+template <class T>
+struct in_all_ranks {    ///< every rank's contribution in rank order: ours from p, the others' received
+  const T* p;
+  std::uint64_t step;
+};
+
+// Outputs -----------------------------------------------------------------------------------------
+template <class T>
+struct out_local {       ///< a local buffer
+  T* p;
+};
+struct out_peer {        ///< the step we send a peer
+  int peer;
+  std::uint64_t step;
+};
+template <class T>
+struct out_local_peer {  ///< a local buffer and the step we send a peer
+  T* p;
+  int peer;
+  std::uint64_t step;
+};
+template <class T>
+struct out_local_all {   ///< a local buffer and the step we send every peer
+  T* p;
+  std::uint64_t step;
+};
+
+namespace detail {
+
+template <class T, std::size_t V>
+ARK_HD ARK_FORCEINLINE acc_lanes<T, V> widen(const vec<V>& v) {
+  const lanes<T, V> l = as_lanes<T>(v);
+  acc_lanes<T, V> a;
+  for (std::size_t e = 0; e < a.n; ++e) a.v[e] = to_acc(l.v[e]);
+  return a;
+}
+
+template <class T, std::size_t V>
+ARK_HD ARK_FORCEINLINE vec<V> narrow(const acc_lanes<T, V>& a) {
+  lanes<T, V> l;
+  for (std::size_t e = 0; e < a.n; ++e) l.v[e] = from_acc<T>(a.v[e]);
+  return as_vec(l);
+}
+
+template <class T, std::size_t V, class Op>
+ARK_HD ARK_FORCEINLINE void fold(acc_lanes<T, V>& acc, const vec<V>& v, const Op& op) {
+  const acc_lanes<T, V> b = widen<T>(v);
+  for (std::size_t e = 0; e < acc.n; ++e) acc.v[e] = op(acc.v[e], b.v[e]);
+}
+
+/// The pieces of one vector of a pass: which vector, and how many of its bytes are valid.
+struct cursor {
+  std::size_t i;
+  std::size_t valid;  // bytes of this vector inside the pass (the last one may be partial)
+};
+
+template <class Ctx, class T, std::size_t V>
+ARK_HD ARK_FORCEINLINE vec<V> load_local(const T* p, cursor c) {
+  return dma::load_prefix<typename Ctx::platform, V>(reinterpret_cast<const std::byte*>(p) + c.i * V, c.valid);
+}
+
+template <class Ctx, class T, std::size_t V>
+ARK_HD ARK_FORCEINLINE void store_local(T* p, cursor c, const vec<V>& v) {
+  dma::store_prefix<typename Ctx::platform, V>(reinterpret_cast<std::byte*>(p) + c.i * V, v, c.valid);
+}
+
+// Loading an input: returns false if a received step never arrived (LL polling timed out).
+template <class Ctx, class T, std::size_t V, class Op>
+ARK_HD bool load(const Ctx&, const in_local<T>& in, cursor c, acc_lanes<T, V>& acc, const Op&) {
+  acc = widen<T>(load_local<Ctx, T, V>(in.p, c));
+  return true;
+}
+
+template <class Ctx, class T, std::size_t V, class Op>
+ARK_HD bool load(const Ctx& ctx, const in_peer& in, cursor c, acc_lanes<T, V>& acc, const Op&) {
+  vec<V> v;
+  if (!Ctx::backend::rx(ctx, in.peer, in.step).load(ctx, c.i, v)) return false;
+  acc = widen<T>(v);
+  return true;
+}
+
+template <class Ctx, class T, std::size_t V, class Op>
+ARK_HD bool load(const Ctx& ctx, const in_local_peer<T>& in, cursor c, acc_lanes<T, V>& acc, const Op& op) {
+  vec<V> v;
+  if (!Ctx::backend::rx(ctx, in.peer, in.step).load(ctx, c.i, v)) return false;
+  acc = widen<T>(load_local<Ctx, T, V>(in.p, c));
+  fold(acc, v, op);
+  return true;
+}
+
+template <class Ctx, class T, std::size_t V, class Op>
+ARK_HD bool load(const Ctx& ctx, const in_all_ranks<T>& in, cursor c, acc_lanes<T, V>& acc, const Op& op) {
+  for (int r = 0; r < ctx.world(); ++r) {
+    vec<V> v;
+    if (r == ctx.rank()) v = load_local<Ctx, T, V>(in.p, c);
+    else if (!Ctx::backend::rx(ctx, r, in.step).load(ctx, c.i, v)) return false;
+    if (r == 0) acc = widen<T>(v);
+    else fold(acc, v, op);
+  }
+  return true;
+}
+
+// Storing an output.
+template <class Ctx, class T, std::size_t V>
+ARK_HD void store(const Ctx&, const out_local<T>& out, cursor c, const vec<V>& v) {
+  store_local<Ctx, T, V>(out.p, c, v);
+}
+
+template <class Ctx, class T, std::size_t V>
+ARK_HD void store(const Ctx& ctx, const out_peer& out, cursor c, const vec<V>& v) {
+  Ctx::backend::tx(ctx, out.peer, out.step).store(c.i, v);
+}
+
+template <class Ctx, class T, std::size_t V>
+ARK_HD void store(const Ctx& ctx, const out_local_peer<T>& out, cursor c, const vec<V>& v) {
+  store_local<Ctx, T, V>(out.p, c, v);
+  Ctx::backend::tx(ctx, out.peer, out.step).store(c.i, v);
+}
+
+template <class Ctx, class T, std::size_t V>
+ARK_HD void store(const Ctx& ctx, const out_local_all<T>& out, cursor c, const vec<V>& v) {
+  store_local<Ctx, T, V>(out.p, c, v);
+  for (int p = 0; p < ctx.world(); ++p)
+    if (p != ctx.rank()) Ctx::backend::tx(ctx, p, out.step).store(c.i, v);
+}
+
+} // namespace detail
+
+/// Runs a pass over n elements of T. Scope-collective when the backend polls (LL): then every
+/// thread learns whether any input timed out. Returns false on such a timeout (already recorded).
+template <class T, class Ctx, class In, class Out, class Op>
+ARK_HD bool pass(const Ctx& ctx, std::size_t n, const In& in, const Out& out, const Op& op, bool finalize) {
+  constexpr std::size_t V = Ctx::backend::vec_bytes;
+  const std::size_t bytes = n * sizeof(T);
+  const std::size_t nv = div_up(bytes, V);
+  bool ok = true;
+  for (std::size_t i = ctx.g.thread_rank(); i < nv; i += ctx.g.size()) {
+    const detail::cursor c{i, bytes - i * V};
+    acc_lanes<T, V> acc{};
+    if (!detail::load<Ctx, T, V>(ctx, in, c, acc, op)) {
+      ok = false;
+      break;
+    }
+    if constexpr (finalizing_op<Op, T>) {
+      if (finalize)
+        for (std::size_t e = 0; e < acc.n; ++e) acc.v[e] = op.finalize(acc.v[e], ctx.world());
+    }
+    detail::store<Ctx, T, V>(ctx, out, c, detail::narrow<T>(acc));
+  }
+  if constexpr (Ctx::backend::ll) return !ctx.g.sync_any(!ok);
+  else return ok;
+}
+
+/// Walks this worker's share of `count` elements in slot-sized pieces, one pipeline step each:
+/// calls f(offset, n, step) and ends the call with the number of steps used.
+template <class T, class Ctx, class F>
+ARK_HD bool for_each_piece(const Ctx& ctx, std::size_t count, F&& f) {
+  const elem_range mine = ctx.template partition<T>(count);
+  const std::size_t piece = ctx.template piece_elems<T>();
+  const std::uint64_t steps = div_up(mine.len, piece);
+  for (std::uint64_t j = 0; j < steps; ++j) {
+    const std::size_t off = mine.begin + j * piece;
+    if (!f(off, min_of(piece, mine.end() - off), ctx.round + j)) return false;
+  }
+  return ctx.finish(steps);
+}
+
+} // namespace ark::algorithms

@@ -1,0 +1,35 @@
+// ark/ark.hpp: everything ark offers, in one include.
+//
+// Layers, bottom to top (docs/architecture.md):
+//   concepts/     device, scope, dma_backend, reduce_op, bootstrap: the contracts
+//   platform/     models of `device`: host (CPU threads), cuda, hip
+//   scope/        models of `scope`: host_team, block_scope
+//   team/         symmetric-region layout, the team handle, the per-call context
+//   dma/          models of `dma_backend`: thread_copy, ll_packet, host_engine
+//   algorithms/   one-shot, two-shot, ring, direct: written once against the concepts
+//   collectives/  device_comm (called from kernels) and communicator (called from the host)
+#pragma once
+
+#include "ark/config.hpp"
+
+#include "ark/concepts/bootstrap.hpp"
+#include "ark/concepts/device.hpp"
+#include "ark/concepts/dma_backend.hpp"
+#include "ark/concepts/reduce_op.hpp"
+#include "ark/concepts/scope.hpp"
+
+#include "ark/core/dtype.hpp"
+#include "ark/core/error.hpp"
+#include "ark/core/float16.hpp"
+#include "ark/ops/builtin.hpp"
+
+#include "ark/platform/host.hpp"
+#if defined(ARK_GPU_COMPILER)
+#include "ark/platform/gpu.hpp"
+#endif
+
+#include "ark/algorithms/algorithms.hpp"
+#include "ark/bootstrap/in_process.hpp"
+#include "ark/collectives/communicator.hpp"
+#include "ark/collectives/device_comm.hpp"
+#include "ark/dma/dma.hpp"

@@ -1,0 +1,429 @@
+// ark/collectives/communicator.hpp: the host-side facade, one object per rank, like an NCCL
+// communicator. It owns the rank's symmetric region, maps the peers' regions, checks every
+// argument before anything launches, picks an algorithm, launches the device-side code
+// (device_comm) on the platform, and turns recorded failures into exceptions.
+//
+//   auto group = std::make_shared<ark::in_process_group>(world);      // host: ranks are threads
+//   ark::communicator<ark::platform::host> comm(ark::in_process_bootstrap(group, rank));
+//   comm.all_reduce(in, out, count);                                  // in every rank's thread
+#pragma once
+
+#include "ark/bootstrap/in_process.hpp"
+#include "ark/collectives/device_comm.hpp"
+
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace ark {
+
+/// A user buffer registered on every rank: where each rank's copy lives in this address space.
+/// Trivially copyable, so kernels can take it by value.
+struct window_view {
+  std::size_t bytes = 0;
+  std::byte* base[max_world] = {};
+};
+
+/// Options of one call; zero means "the communicator's default".
+template <device P>
+struct call_options {
+  typename P::stream stream{};
+  unsigned workers = 0;
+  std::chrono::nanoseconds timeout{0};
+};
+
+/// Default tuning per platform.
+template <device P>
+tuning default_tuning() {
+  tuning t;
+  if constexpr (!P::synchronous_launch) {
+    t.threads = 512;
+    t.bytes_per_worker = 64 << 10;
+  }
+  return t;
+}
+
+namespace detail {
+/// The work a communicator launches: one collective, run by every worker through device_comm.
+template <device P, collective K, class A, class B, class T, class Op>
+struct collective_work {
+  device_comm<P> comm;
+  const T* in;
+  T* out;
+  std::size_t count;
+  int root;
+  Op op;
+  template <class G>
+  ARK_HD void operator()(G& g, unsigned worker, unsigned workers) const {
+    comm.template run<K, A, B>(g, worker, workers, in, out, count, root, op);
+  }
+};
+
+/// A user's custom collective: f(ctx) on every worker.
+template <device P, class B, class F>
+struct custom_work {
+  device_comm<P> comm;
+  F f;
+  template <class G>
+  ARK_HD void operator()(G& g, unsigned worker, unsigned workers) const {
+    const auto ctx = comm.template make_context<B>(
+        g, worker, workers, call_desc::make(collective::custom, 0, 0, 0, B::id, workers, 0, 0));
+    f(ctx);
+  }
+};
+
+/// A barrier of worker 0 of every rank (used when a communicator is torn down).
+template <device P>
+struct barrier_work {
+  device_comm<P> comm;
+  template <class G>
+  ARK_HD void operator()(G& g, unsigned worker, unsigned workers) const {
+    comm.template make_context<dma::thread_copy<1>>(g, worker, workers, call_desc{}).barrier();
+  }
+};
+} // namespace detail
+
+template <device P>
+class communicator {
+public:
+  struct config {
+    team_config team{};
+    ark::tuning tuning = default_tuning<P>();
+    std::chrono::milliseconds timeout{5000};  ///< a wait that makes no progress this long fails
+    int device = 0;                           ///< GPU ordinal of this rank (ignored on the host)
+    void* scratch = nullptr;                  ///< optional user-provided symmetric region
+    std::size_t scratch_size = 0;             ///< its size; at least required_scratch(world, team)
+  };
+
+  /// Bytes of symmetric memory a rank needs for `world` ranks and this team configuration.
+  static std::size_t required_scratch(int world, const team_config& t) { return make_layout(world, t).total; }
+
+  /// Collective: every rank constructs its communicator with the same configuration.
+  template <bootstrap Boot>
+  explicit communicator(Boot boot, config cfg = {}) : cfg_(std::move(cfg)), boot_(new boot_holder<Boot>(std::move(boot))) {
+    const int world = boot_->size(), rank = boot_->rank();
+    team_.rank = rank;
+    team_.world = world;
+    team_.lay = make_layout(world, cfg_.team);
+    team_.timeout_ns = static_cast<std::uint64_t>(std::chrono::nanoseconds(cfg_.timeout).count());
+    if (cfg_.timeout.count() <= 0) detail::throw_invalid("communicator", "timeout must be positive");
+    if (cfg_.tuning.threads == 0 || cfg_.tuning.bytes_per_worker == 0)
+      detail::throw_invalid("communicator", "tuning.threads and tuning.bytes_per_worker must be positive");
+    if (cfg_.scratch) {
+      if (cfg_.scratch_size < team_.lay.total)
+        detail::throw_invalid("communicator", "user scratch of " + std::to_string(cfg_.scratch_size) +
+                                                  " bytes is smaller than the " + std::to_string(team_.lay.total) +
+                                                  " bytes required");
+      if (reinterpret_cast<std::uintptr_t>(cfg_.scratch) % 256)
+        detail::throw_invalid("communicator", "user scratch must be 256-byte aligned");
+      region_.ptr = static_cast<std::byte*>(cfg_.scratch);
+      region_.bytes = cfg_.scratch_size;
+      P::zero(region_.ptr, team_.lay.total);
+      owns_region_ = false;
+    } else {
+      region_ = P::allocate(team_.lay.total, cfg_.device);
+    }
+    control_ = P::allocate_control(sizeof(control_block));
+    team_.ctl = static_cast<control_block*>(control_.device_ptr);
+    stream_ = P::create_stream(cfg_.device);
+
+    // Exchange where every region lives, and check that every rank configured the same layout.
+    struct card {
+      typename P::ipc_handle handle;
+      std::uint64_t total, workers, slots, slot_bytes, ll_slot_bytes;
+    };
+    const card mine{P::export_handle(region_), team_.lay.total, team_.lay.workers, team_.lay.slots,
+                    team_.lay.slot_bytes, team_.lay.ll_slot_bytes};
+    std::vector<card> all(world);
+    boot_->all_gather(&mine, all.data(), sizeof(card));
+    for (int r = 0; r < world; ++r) {
+      const card& c = all[r];
+      if (c.total != mine.total || c.workers != mine.workers || c.slots != mine.slots ||
+          c.slot_bytes != mine.slot_bytes || c.ll_slot_bytes != mine.ll_slot_bytes)
+        detail::throw_invalid("communicator", "rank " + std::to_string(r) + " configured a different team_config");
+      team_.base[r] = r == rank ? region_.ptr : static_cast<std::byte*>(P::import_handle(c.handle, cfg_.device));
+    }
+    if constexpr (std::is_same_v<P, platform::host>)
+      if (team_.lay.has_staging()) engine_.start(region_.ptr, team_.lay);
+    boot_->barrier();
+  }
+
+  communicator(const communicator&) = delete;
+  communicator& operator=(const communicator&) = delete;
+
+  /// Collective: waits (bounded) for every rank to arrive before freeing memory peers write into.
+  /// If a peer never arrives, the region is leaked rather than freed under a late writer.
+  ~communicator() {
+    if constexpr (std::is_same_v<P, platform::host>) engine_.stop();
+    bool quiet = false;
+    try {
+      auto* c = control_host();
+      c->abort = 0;
+      c->err = {};
+      P::launch(stream_, launch_shape{1, 1}, detail::barrier_work<P>{device_handle()});
+      P::synchronize(stream_);
+      quiet = c->err.code == 0;
+    } catch (...) {
+    }
+    for (int r = 0; r < team_.world; ++r)
+      if (r != team_.rank) P::close_import(team_.base[r]);
+    if (quiet && owns_region_) P::release(region_);
+    P::destroy_stream(stream_);
+    if (quiet) P::release_control(control_);
+  }
+
+  int rank() const { return team_.rank; }
+  int world() const { return team_.world; }
+  /// Bytes of symmetric scratch this rank uses (its region).
+  std::size_t scratch_bytes() const { return team_.lay.total; }
+  const team_view& team() const { return team_; }
+  const config& configuration() const { return cfg_; }
+  typename P::stream stream() const { return stream_; }
+  device_comm<P> device_handle() const { return {team_, cfg_.tuning}; }
+
+  // -- collectives --------------------------------------------------------------------------------
+  /// out[i] = in[i] reduced over all ranks. In place when in == out.
+  template <class A = algo::automatic, class B = dma::automatic, element T, class Op = op::sum>
+  void all_reduce(const T* in, T* out, std::size_t count, Op op = {}, const call_options<P>& o = {}) {
+    check_elements<T>("all_reduce", count, 1);
+    check_buffer("all_reduce", "send buffer", in, count);
+    check_buffer("all_reduce", "recv buffer", out, count);
+    check_overlap("all_reduce", in, count, out, count, in == out);
+    run<collective::all_reduce, A, B>("all_reduce", in, out, count, 0, op, o);
+  }
+
+  /// in: world blocks of `count`; out (count elements) = block `rank` reduced over all ranks.
+  /// In place when out == in + rank * count.
+  template <class A = algo::automatic, class B = dma::automatic, element T, class Op = op::sum>
+  void reduce_scatter(const T* in, T* out, std::size_t count, Op op = {}, const call_options<P>& o = {}) {
+    check_elements<T>("reduce_scatter", count, world());
+    check_buffer("reduce_scatter", "send buffer", in, count * world());
+    check_buffer("reduce_scatter", "recv buffer", out, count);
+    check_overlap("reduce_scatter", in, count * world(), out, count, out == in + rank() * count);
+    run<collective::reduce_scatter, A, B>("reduce_scatter", in, out, count, 0, op, o);
+  }
+
+  /// out (world blocks of `count`): block r = rank r's in. In place when in == out + rank * count.
+  template <class A = algo::automatic, class B = dma::automatic, element T>
+  void all_gather(const T* in, T* out, std::size_t count, const call_options<P>& o = {}) {
+    check_elements<T>("all_gather", count, world());
+    check_buffer("all_gather", "send buffer", in, count);
+    check_buffer("all_gather", "recv buffer", out, count * world());
+    check_overlap("all_gather", in, count, out, count * world(), in == out + rank() * count);
+    run<collective::all_gather, A, B>("all_gather", in, out, count, 0, op::sum{}, o);
+  }
+
+  /// out = root's in on every rank (root's out too, unless in == out).
+  template <class B = dma::automatic, element T>
+  void broadcast(const T* in, T* out, std::size_t count, int root, const call_options<P>& o = {}) {
+    check_elements<T>("broadcast", count, 1);
+    check_root("broadcast", root);
+    if (rank() == root) check_buffer("broadcast", "send buffer", in, count);
+    check_buffer("broadcast", "recv buffer", out, count);
+    if (rank() == root) check_overlap("broadcast", in, count, out, count, in == out);
+    run<collective::broadcast, algo::direct, B>("broadcast", in, out, count, root, op::sum{}, o);
+  }
+
+  /// root's out = in reduced over all ranks.
+  template <class B = dma::automatic, element T, class Op = op::sum>
+  void reduce(const T* in, T* out, std::size_t count, int root, Op op = {}, const call_options<P>& o = {}) {
+    check_elements<T>("reduce", count, 1);
+    check_root("reduce", root);
+    check_buffer("reduce", "send buffer", in, count);
+    if (rank() == root) {
+      check_buffer("reduce", "recv buffer", out, count);
+      check_overlap("reduce", in, count, out, count, in == out);
+    }
+    run<collective::reduce, algo::direct, B>("reduce", in, out, count, root, op, o);
+  }
+
+  /// Runs a custom collective: f(ctx) on every worker, ctx being a context<P, B, scope> (see
+  /// examples/03). f returns false after a failure it recorded through ctx.
+  template <class B = dma::thread_copy<default_depth>, class F>
+  void launch(const F& f, unsigned workers = 1, const call_options<P>& o = {}) {
+    static_assert(dma_backend<B>, "ark: B is not a DMA backend");
+    check_usable("launch");
+    if (workers < 1 || workers > team_.lay.workers)
+      detail::throw_invalid("launch", "workers must be in [1, " + std::to_string(team_.lay.workers) + "]");
+    check_backend<B>("launch");
+    P::launch(stream_of(o), launch_shape{workers, cfg_.tuning.threads}, detail::custom_work<P, B, F>{with_timeout(o), f});
+    after_launch("launch");
+  }
+
+  // -- symmetric memory ---------------------------------------------------------------------------
+  /// Collective: registers `bytes` at `p` on every rank (the same size everywhere), so that peers
+  /// can address it: remote(p, peer) and window(p) then work.
+  const window_view& register_buffer(void* p, std::size_t bytes) {
+    if (!p || bytes == 0) detail::throw_invalid("register_buffer", "buffer is null or empty");
+    struct card {
+      typename P::ipc_handle handle;
+      std::uint64_t bytes;
+    };
+    const card mine{P::export_handle(typename P::memory{static_cast<std::byte*>(p), bytes}), bytes};
+    std::vector<card> all(world());
+    boot_->all_gather(&mine, all.data(), sizeof(card));
+    window_view w;
+    w.bytes = bytes;
+    for (int r = 0; r < world(); ++r) {
+      if (all[r].bytes != bytes)
+        detail::throw_invalid("register_buffer", "rank " + std::to_string(r) + " registered " +
+                                                     std::to_string(all[r].bytes) + " bytes, this rank " +
+                                                     std::to_string(bytes));
+      w.base[r] = r == rank() ? static_cast<std::byte*>(p)
+                              : static_cast<std::byte*>(P::import_handle(all[r].handle, cfg_.device));
+    }
+    windows_.push_back(std::make_unique<window_view>(w));
+    return *windows_.back();
+  }
+
+  /// The registered window containing [p, p + bytes); throws invalid_argument if there is none.
+  const window_view& window(const void* p, std::size_t bytes = 1) const {
+    const auto* b = static_cast<const std::byte*>(p);
+    for (const auto& w : windows_)
+      if (b >= w->base[rank()] && b + bytes <= w->base[rank()] + w->bytes) return *w;
+    detail::throw_invalid("remote", "buffer " + pointer_name(p) + " (" + std::to_string(bytes) +
+                                        " bytes) is not inside a buffer registered with this communicator");
+  }
+
+  /// Where rank `peer`'s copy of the registered local address `p` lives in this address space.
+  void* remote(const void* p, int peer) const {
+    if (peer < 0 || peer >= world()) detail::throw_invalid("remote", "peer " + std::to_string(peer) + " is out of range");
+    const window_view& w = window(p);
+    return w.base[peer] + (static_cast<const std::byte*>(p) - w.base[rank()]);
+  }
+
+  // -- errors -------------------------------------------------------------------------------------
+  /// Makes every wait of this rank fail promptly (from any thread); later calls throw aborted_error.
+  void abort() {
+    aborted_ = true;
+    auto* c = control_host();
+    std::atomic_ref<std::uint64_t>(c->abort).store(1);
+  }
+  bool aborted() const { return aborted_; }
+
+  /// The first failure recorded on this rank (code 0: none).
+  error_record last_error() const { return control_host()->err; }
+
+  /// Waits for the stream, then throws if a call failed.
+  void synchronize() {
+    P::synchronize(stream_);
+    after_launch("synchronize");
+  }
+
+private:
+  struct boot_base {
+    virtual ~boot_base() = default;
+    virtual int rank() = 0;
+    virtual int size() = 0;
+    virtual void all_gather(const void*, void*, std::size_t) = 0;
+    virtual void barrier() = 0;
+  };
+  template <class Boot>
+  struct boot_holder final : boot_base {
+    explicit boot_holder(Boot&& b) : boot(std::move(b)) {}
+    int rank() override { return boot.rank(); }
+    int size() override { return boot.size(); }
+    void all_gather(const void* in, void* out, std::size_t n) override { boot.all_gather(in, out, n); }
+    void barrier() override { boot.barrier(); }
+    Boot boot;
+  };
+
+  template <collective K, class A, class B, class T, class Op>
+  void run(const char* call, const T* in, T* out, std::size_t count, int root, const Op& op, const call_options<P>& o) {
+    static_assert(reduce_op<Op, T>, "ark: Op is not a reduction operator for T (see ark/concepts/reduce_op.hpp)");
+    check_usable(call);
+    const std::size_t bytes = count * sizeof(T);
+    const unsigned workers = o.workers ? o.workers : select_workers(bytes, team_.lay.workers, cfg_.tuning);
+    if (workers > team_.lay.workers)
+      detail::throw_invalid(call, "workers " + std::to_string(workers) + " exceeds team_config.workers " +
+                                      std::to_string(team_.lay.workers));
+    if constexpr (!std::is_same_v<B, dma::automatic>) check_backend<B>(call);
+    P::launch(stream_of(o), launch_shape{workers, cfg_.tuning.threads},
+              detail::collective_work<P, K, A, B, T, Op>{with_timeout(o), in, out, count, root, op});
+    after_launch(call);
+  }
+
+  template <class B>
+  void check_backend(const char* call) const {
+    if (B::depth > team_.lay.slots)
+      detail::throw_invalid(call, "pipeline depth " + std::to_string(B::depth) + " exceeds team_config.slots " +
+                                      std::to_string(team_.lay.slots));
+    if (!B::direct && !team_.lay.has_staging())
+      detail::throw_invalid(call, "this DMA backend needs staging (team_config.staging = true)");
+  }
+
+  device_comm<P> with_timeout(const call_options<P>& o) const {
+    device_comm<P> d = device_handle();
+    if (o.timeout.count() > 0) d.team.timeout_ns = static_cast<std::uint64_t>(o.timeout.count());
+    return d;
+  }
+  typename P::stream stream_of(const call_options<P>& o) const { return o.stream ? o.stream : stream_; }
+
+  control_block* control_host() const { return static_cast<control_block*>(control_.host_ptr); }
+
+  void check_usable(const char* call) const {
+    if (aborted_) throw aborted_error(std::string(call) + ": the communicator was aborted");
+    const error_record e = control_host()->err;
+    if (e.code)
+      throw error(static_cast<errc>(e.code), std::string(call) + ": communicator unusable after an earlier failure (" +
+                                                 describe(e, rank()) + "); destroy it");
+  }
+
+  void after_launch(const char* call) {
+    if constexpr (P::synchronous_launch) {
+      const error_record e = control_host()->err;
+      if (e.code) raise(e, rank(), call);
+    }
+  }
+
+  template <class T>
+  void check_elements(const char* call, std::size_t count, int blocks) const {
+    if (count > std::numeric_limits<std::size_t>::max() / sizeof(T) / static_cast<std::size_t>(blocks) / 2)
+      detail::throw_invalid(call, "count " + std::to_string(count) + " is too large");
+  }
+
+  static std::string pointer_name(const void* p) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%p", p);
+    return buf;
+  }
+
+  template <class T>
+  static void check_buffer(const char* call, const char* name, const T* p, std::size_t count) {
+    if (count && !p) detail::throw_invalid(call, std::string(name) + " is null but count is " + std::to_string(count));
+    if (reinterpret_cast<std::uintptr_t>(p) % buffer_alignment)
+      detail::throw_invalid(call, std::string(name) + " " + pointer_name(p) + " is not " +
+                                      std::to_string(buffer_alignment) + "-byte aligned");
+  }
+
+  /// Partially overlapping buffers are an error; `in_place` is the one overlap allowed.
+  template <class T>
+  static void check_overlap(const char* call, const T* in, std::size_t nin, const T* out, std::size_t nout, bool in_place) {
+    if (in_place || !in || !out || !nin || !nout) return;
+    if (in < out + nout && out < in + nin)
+      detail::throw_invalid(call, "send and recv buffers overlap without being in place");
+  }
+
+  void check_root(const char* call, int root) const {
+    if (root < 0 || root >= world())
+      detail::throw_invalid(call, "root " + std::to_string(root) + " is outside [0, " + std::to_string(world()) + ")");
+  }
+
+  config cfg_;
+  std::unique_ptr<boot_base> boot_;
+  team_view team_{};
+  typename P::memory region_{};
+  bool owns_region_ = true;
+  typename P::control_memory control_{};
+  typename P::stream stream_{};
+  std::vector<std::unique_ptr<window_view>> windows_;
+  bool aborted_ = false;
+  [[no_unique_address]] std::conditional_t<std::is_same_v<P, platform::host>, dma::host_engine_service, char> engine_;
+};
+
+} // namespace ark

@@ -1,0 +1,115 @@
+// ark/collectives/device_comm.hpp: the device-side API.
+//
+// A `device_comm` is the trivially copyable handle a communicator hands out (`device_handle()`).
+// Pass it by value to your own kernel; every thread block of that kernel (a worker) can then run
+// whole collectives with its peers, with no CPU on the path:
+//
+//   __global__ void step(ark::device_comm<ark::platform::cuda> comm, float* grad, std::size_t n) {
+//     ark::block_scope block;
+//     comm.all_reduce<ark::algo::one_shot, ark::dma::ll_packet<4>>(block, blockIdx.x, gridDim.x, grad, grad, n);
+//   }
+//
+// Rules: every rank calls the same collectives in the same order with the same worker count;
+// each worker handles its own share of the data (join your blocks with a grid barrier before
+// reading other blocks' results); workers must not exceed the communicator's `team.workers`.
+// The host communicator launches exactly this code, so both paths run one implementation.
+#pragma once
+
+#include "ark/algorithms/algorithms.hpp"
+#include "ark/collectives/select.hpp"
+#include "ark/dma/dma.hpp"
+#include "ark/ops/builtin.hpp"
+
+#include <type_traits>
+
+namespace ark {
+
+template <device P>
+struct device_comm {
+  team_view team;
+  tuning tune;
+
+  ARK_HD int rank() const { return team.rank; }
+  ARK_HD int world() const { return team.world; }
+
+  /// A context for a custom collective built from ark's primitives (see examples/03).
+  template <dma_backend B, scope G>
+  ARK_HD context<P, B, G> make_context(G& g, unsigned worker, unsigned workers, call_desc d) const {
+    return context<P, B, G>(g, team, worker, workers, d);
+  }
+
+  /// Runs collective K with algorithm A over backend B; either may be `automatic`.
+  /// Scope-collective. Returns false after a failure, which the control block records.
+  template <collective K, class A = algo::automatic, class B = dma::automatic, scope G, element T, class Op>
+  ARK_HD bool run(G& g, unsigned worker, unsigned workers, const T* in, T* out, std::size_t count, int root,
+                  const Op& op) const {
+    static_assert(reduce_op<Op, T>, "ark: Op is not a reduction operator for T (see ark/concepts/reduce_op.hpp)");
+    if constexpr (std::is_same_v<A, algo::automatic> || std::is_same_v<B, dma::automatic>) {
+      const choice c = select(K, count * sizeof(T), team.world, tune);
+      return with_choice<K, A, B>(c, [&](auto a, auto b) {
+        return run<K, decltype(a), decltype(b)>(g, worker, workers, in, out, count, root, op);
+      });
+    } else {
+      static_assert(dma_backend<B>, "ark: B is not a DMA backend (see ark/concepts/dma_backend.hpp)");
+      if (worker >= workers || workers > team.lay.workers || B::depth > team.lay.slots ||
+          (!B::direct && !team.lay.has_staging())) {
+        if (g.thread_rank() == 0)
+          record_error<P>(team.ctl, errc::unsupported, 0, -1, worker, 0, workers, team.lay.workers);
+        return false;
+      }
+      const call_desc d = call_desc::make(K, A::id, static_cast<std::uint8_t>(dtype_of<T>), op_id<Op>, B::id, workers,
+                                          root, count);
+      const context<P, B, G> ctx(g, team, worker, workers, d);
+      return algorithms::run<K, A>(ctx, in, out, count, root, op);
+    }
+  }
+
+  template <class A = algo::automatic, class B = dma::automatic, scope G, element T, class Op = op::sum>
+  ARK_HD bool all_reduce(G& g, unsigned worker, unsigned workers, const T* in, T* out, std::size_t count,
+                         Op op = {}) const {
+    return run<collective::all_reduce, A, B>(g, worker, workers, in, out, count, 0, op);
+  }
+  template <class A = algo::automatic, class B = dma::automatic, scope G, element T, class Op = op::sum>
+  ARK_HD bool reduce_scatter(G& g, unsigned worker, unsigned workers, const T* in, T* out, std::size_t count,
+                             Op op = {}) const {
+    return run<collective::reduce_scatter, A, B>(g, worker, workers, in, out, count, 0, op);
+  }
+  template <class A = algo::automatic, class B = dma::automatic, scope G, element T>
+  ARK_HD bool all_gather(G& g, unsigned worker, unsigned workers, const T* in, T* out, std::size_t count) const {
+    return run<collective::all_gather, A, B>(g, worker, workers, in, out, count, 0, op::sum{});
+  }
+  template <class B = dma::automatic, scope G, element T>
+  ARK_HD bool broadcast(G& g, unsigned worker, unsigned workers, const T* in, T* out, std::size_t count,
+                        int root) const {
+    return run<collective::broadcast, algo::direct, B>(g, worker, workers, in, out, count, root, op::sum{});
+  }
+  template <class B = dma::automatic, scope G, element T, class Op = op::sum>
+  ARK_HD bool reduce(G& g, unsigned worker, unsigned workers, const T* in, T* out, std::size_t count, int root,
+                     Op op = {}) const {
+    return run<collective::reduce, algo::direct, B>(g, worker, workers, in, out, count, root, op);
+  }
+
+private:
+  /// Calls f(algorithm tag, backend type) for the run-time choice, keeping what the caller fixed.
+  template <collective K, class A, class B, class F>
+  ARK_HD static bool with_choice(choice c, F&& f) {
+    auto with_backend = [&](auto a) -> bool {
+      if constexpr (!algorithms::implements<K, decltype(a)>) return false;  // never chosen for K
+      else if constexpr (!std::is_same_v<B, dma::automatic>) return f(a, B{});
+      else if (c.ll) return f(a, dma::ll_packet<default_depth>{});
+      else return f(a, dma::thread_copy<default_depth>{});
+    };
+    if constexpr (!std::is_same_v<A, algo::automatic>) {
+      return with_backend(A{});
+    } else {
+      switch (c.algorithm) {
+      case algo::one_shot::id: return with_backend(algo::one_shot{});
+      case algo::two_shot::id: return with_backend(algo::two_shot{});
+      case algo::ring::id: return with_backend(algo::ring{});
+      default: return with_backend(algo::direct{});
+      }
+    }
+  }
+};
+
+} // namespace ark

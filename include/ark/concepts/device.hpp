@@ -1,0 +1,112 @@
+// ark/concepts/device.hpp: the platform a rank runs on (host threads, a CUDA GPU, a HIP GPU).
+//
+// Everything that differs between vendors and the CPU sits behind this concept; algorithms are
+// written once against it. A type P models `device` when it provides, as static members:
+//
+//   1. Scoped atomics on 64-bit flags, at system scope (visible to peers and to the host):
+//      load_acquire, load_relaxed, store_release, store_relaxed, fetch_add (acq_rel), a 32-bit
+//      compare_exchange (used to claim the error record), and fence() (acq_rel, system scope).
+//   2. A clock for deadlines, now_ns() (monotonic nanoseconds), and pause(spins), the spin-wait
+//      hint, which may back off with the number of spins so far.
+//   3. Vector access to data: load<V>/store<V> for local memory, load_peer<V> for memory that peers
+//      write (it must not return stale cached data once a flag was acquired), with V of 8 or 16.
+//   4. LL packets: store_ll(p, a, b) writes 16 bytes as two 64-bit halves, each half single-copy
+//      atomic; load_ll(p, a, b) reads them the same way. A half carries 32 data bits and a 32-bit flag.
+//   5. Memory of a rank visible to its peers: `memory` (an owning record), allocate(bytes, device),
+//      release(memory&), export_handle(memory) -> `ipc_handle` (trivially copyable), and
+//      import_handle(ipc_handle, device) -> void* mapping a peer's memory into this address space,
+//      close_import(void*) undoing it.
+//      Host-visible control memory: allocate_control(bytes) -> `control_memory`, with host and
+//      device addresses.
+//      zero(p, bytes) clears memory allocate() returned or the user provided; copy(dst, src,
+//      bytes) copies between host memory and the platform's memory, synchronously.
+//   6. A way to run a rank's work on its threads: `stream`, a copyable handle to an ordered queue
+//      of work (create_stream, destroy_stream, synchronize), and launch(stream, launch_shape, f),
+//      which calls f(g, worker, workers) once per thread, g being the thread's scope (one per
+//      worker), worker in [0, workers). `synchronous_launch` says whether launch returns only
+//      once the work is done (the host) or enqueues it (GPUs).
+//
+// Thread and rank identity are passed in (the scope, the worker index, the team handle); nothing
+// in an algorithm reads them from a global. Models: platform::host (ark/platform/host.hpp),
+// platform::cuda (ark/platform/cuda.hpp), platform::hip (ark/platform/hip.hpp).
+#pragma once
+
+#include "ark/core/vec.hpp"
+
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+namespace ark {
+
+/// How many workers (independent groups: GPU blocks, host thread teams) and threads per worker a
+/// launch uses.
+struct launch_shape {
+  unsigned workers = 1;
+  unsigned threads = 1;
+};
+
+namespace detail {
+/// A stand-in for the work a platform launches, used to check the concept.
+struct archetype_work {
+  template <class G>
+  ARK_HD void operator()(G&, unsigned, unsigned) const {}
+};
+} // namespace detail
+
+template <class P>
+concept device =
+    requires {
+      typename P::stream;
+      typename P::memory;
+      typename P::ipc_handle;
+      typename P::control_memory;
+      P::name;
+    } && std::is_convertible_v<decltype(P::name), const char*> &&
+    std::is_trivially_copyable_v<typename P::ipc_handle> &&
+    requires(std::uint64_t* f, const std::uint64_t* cf, std::uint64_t v, std::uint32_t* w, std::uint32_t u,
+             unsigned spins, void* p, const void* cp, vec<8> v8, vec<16> v16, std::uint64_t& a) {
+      // 1. atomics
+      { P::load_acquire(cf) } -> std::same_as<std::uint64_t>;
+      { P::load_relaxed(cf) } -> std::same_as<std::uint64_t>;
+      { P::store_release(f, v) } -> std::same_as<void>;
+      { P::store_relaxed(f, v) } -> std::same_as<void>;
+      { P::fetch_add(f, v) } -> std::same_as<std::uint64_t>;
+      { P::compare_exchange(w, u, u) } -> std::same_as<bool>;
+      { P::fence() } -> std::same_as<void>;
+      // 2. clock
+      { P::now_ns() } -> std::same_as<std::uint64_t>;
+      { P::pause(spins) } -> std::same_as<void>;
+      // 3. vectors
+      { P::template load<16>(cp) } -> std::same_as<vec<16>>;
+      { P::template load<8>(cp) } -> std::same_as<vec<8>>;
+      { P::template load_peer<16>(cp) } -> std::same_as<vec<16>>;
+      { P::template store<16>(p, v16) } -> std::same_as<void>;
+      { P::template store<8>(p, v8) } -> std::same_as<void>;
+      // 4. LL packets
+      { P::store_ll(f, v, v) } -> std::same_as<void>;
+      { P::load_ll(cf, a, a) } -> std::same_as<void>;
+    } &&
+    requires(std::size_t n, int dev, typename P::memory& m, const typename P::ipc_handle& h,
+             typename P::control_memory& c, typename P::stream s, launch_shape shape,
+             const detail::archetype_work& work, void* p) {
+      // 5. memory
+      { P::allocate(n, dev) } -> std::same_as<typename P::memory>;
+      { P::release(m) } -> std::same_as<void>;
+      { P::export_handle(m) } -> std::same_as<typename P::ipc_handle>;
+      { P::import_handle(h, dev) } -> std::same_as<void*>;
+      { P::close_import(p) } -> std::same_as<void>;
+      { P::allocate_control(n) } -> std::same_as<typename P::control_memory>;
+      { P::release_control(c) } -> std::same_as<void>;
+      { P::zero(p, n) } -> std::same_as<void>;
+      { P::copy(p, p, n) } -> std::same_as<void>;
+      // 6. execution
+      { P::create_stream(dev) } -> std::same_as<typename P::stream>;
+      { P::destroy_stream(s) } -> std::same_as<void>;
+      { P::synchronize(s) } -> std::same_as<void>;
+      { P::launch(s, shape, work) } -> std::same_as<void>;
+      { P::synchronous_launch } -> std::same_as<const bool&>;
+    };
+
+} // namespace ark

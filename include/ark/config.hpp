@@ -1,0 +1,44 @@
+// ark/config.hpp: compiler and target detection. Together with the platform files under
+// ark/platform/, this is the only place where ark branches on the compiler or the target.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#if defined(__HIPCC__) || defined(__HIP__)
+#define ARK_COMPILER_HIP 1
+#elif defined(__CUDACC__)
+#define ARK_COMPILER_CUDA 1
+#endif
+
+#if defined(ARK_COMPILER_HIP) || defined(ARK_COMPILER_CUDA)
+#define ARK_GPU_COMPILER 1
+#define ARK_HD __host__ __device__
+#define ARK_DEVICE __device__
+#else
+#define ARK_HD
+#define ARK_DEVICE
+#endif
+
+// True while compiling code for a GPU (the device pass of nvcc or hipcc).
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+#define ARK_DEVICE_PASS 1
+#endif
+
+#if defined(_MSC_VER)
+#define ARK_FORCEINLINE __forceinline
+#else
+#define ARK_FORCEINLINE inline __attribute__((always_inline))
+#endif
+
+namespace ark {
+
+/// Largest number of ranks a communicator may have. Kernel-facing handles hold one base pointer per
+/// rank, so this bounds their size (max_world * 8 bytes).
+inline constexpr int max_world = 64;
+
+/// Every buffer handed to a collective must be aligned to this many bytes: data moves in 16-byte
+/// vectors on every platform.
+inline constexpr std::size_t buffer_alignment = 16;
+
+} // namespace ark

@@ -1,0 +1,65 @@
+// ark/core/dtype.hpp: the element types ark reduces, and the type each one accumulates in.
+#pragma once
+
+#include "ark/core/float16.hpp"
+
+#include <cstdint>
+#include <type_traits>
+
+namespace ark {
+
+enum class dtype : std::uint8_t { f32 = 0, f64, i32, i64, u8, f16, bf16 };
+
+inline constexpr int dtype_count = 7;
+
+template <class T>
+struct dtype_traits;  // undefined for types ark does not reduce
+
+#define ARK_DTYPE_TRAITS(T, tag, Acc, label)                                                                 \
+  template <>                                                                                                \
+  struct dtype_traits<T> {                                                                                   \
+    static constexpr ark::dtype value = ark::dtype::tag;                                                     \
+    using acc = Acc;                                                                                         \
+    static constexpr const char* name = label;                                                               \
+  };
+ARK_DTYPE_TRAITS(float, f32, float, "float")
+ARK_DTYPE_TRAITS(double, f64, double, "double")
+ARK_DTYPE_TRAITS(std::int32_t, i32, std::int32_t, "int32")
+ARK_DTYPE_TRAITS(std::int64_t, i64, std::int64_t, "int64")
+ARK_DTYPE_TRAITS(std::uint8_t, u8, std::uint8_t, "uint8")
+ARK_DTYPE_TRAITS(fp16, f16, float, "fp16")
+ARK_DTYPE_TRAITS(bf16, bf16, float, "bf16")
+#undef ARK_DTYPE_TRAITS
+
+/// True for the element types listed above.
+template <class T>
+concept element = requires { dtype_traits<T>::value; };
+
+/// The type a reduction of T is carried out in: float for the 16-bit floats, T otherwise.
+template <element T>
+using acc_t = typename dtype_traits<T>::acc;
+
+template <element T>
+inline constexpr dtype dtype_of = dtype_traits<T>::value;
+
+template <element T>
+ARK_HD ARK_FORCEINLINE acc_t<T> to_acc(T v) {
+  return static_cast<acc_t<T>>(v);
+}
+
+template <element T>
+ARK_HD ARK_FORCEINLINE T from_acc(acc_t<T> v) {
+  return static_cast<T>(v);
+}
+
+inline const char* to_string(dtype t) {
+  constexpr const char* names[] = {"float", "double", "int32", "int64", "uint8", "fp16", "bf16"};
+  return names[static_cast<int>(t)];
+}
+
+inline std::size_t size_of(dtype t) {
+  constexpr std::size_t sizes[] = {4, 8, 4, 8, 1, 2, 2};
+  return sizes[static_cast<int>(t)];
+}
+
+} // namespace ark

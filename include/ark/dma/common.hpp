@@ -1,0 +1,88 @@
+// ark/dma/common.hpp: pieces every DMA backend shares: which peers an operation addresses, how the
+// threads of a scope divide per-peer work, and byte copies that respect a buffer's end.
+#pragma once
+
+#include "ark/core/vec.hpp"
+#include "ark/team/context.hpp"
+
+#include <cstddef>
+#include <cstdint>
+
+namespace ark::dma {
+
+/// Tag a DMA backend names as `using dma_concept = ark::dma::backend_tag;`.
+struct backend_tag {};
+
+/// The peers a channel operation addresses: one rank, or every rank but ourselves.
+struct peers {
+  int one = -1;
+  ARK_HD static peers all() { return {-1}; }
+  ARK_HD static peers only(int p) { return {p}; }
+};
+
+/// Runs f(peer) for the peers in `ps`, each peer on one thread of the scope (thread 0 for a single
+/// peer). Returns false in this thread if f failed here; callers combine with g.sync_any.
+/// Stops at the first failure: one timeout is reported, not one per peer.
+template <class Ctx, class F>
+ARK_HD bool for_each_peer(const Ctx& ctx, peers ps, F&& f) {
+  const int tid = static_cast<int>(ctx.g.thread_rank()), nt = static_cast<int>(ctx.g.size());
+  if (ps.one >= 0) return tid == 0 ? f(ps.one) : true;
+  for (int p = tid; p < ctx.world(); p += nt)
+    if (p != ctx.rank() && !f(p)) return false;
+  return true;
+}
+
+/// Loads the first `valid` bytes of a V-byte vector at p, zero-filling the rest: never reads past
+/// the end of a user buffer.
+template <class P, std::size_t V>
+ARK_HD vec<V> load_prefix(const void* p, std::size_t valid) {
+  if (valid >= V) return P::template load<V>(p);
+  vec<V> v{};
+  const auto* s = static_cast<const unsigned char*>(p);
+  auto* d = reinterpret_cast<unsigned char*>(&v);
+  for (std::size_t i = 0; i < valid; ++i) d[i] = s[i];
+  return v;
+}
+
+/// Stores the first `valid` bytes of v at p.
+template <class P, std::size_t V>
+ARK_HD void store_prefix(void* p, const vec<V>& v, std::size_t valid) {
+  if (valid >= V) return P::template store<V>(p, v);
+  const auto* s = reinterpret_cast<const unsigned char*>(&v);
+  auto* d = static_cast<unsigned char*>(p);
+  for (std::size_t i = 0; i < valid; ++i) d[i] = s[i];
+}
+
+/// The threads of the scope copy `bytes` from src to dst (16-byte aligned, or byte by byte).
+template <class Ctx>
+ARK_HD void group_copy(const Ctx& ctx, void* dst, const void* src, std::size_t bytes) {
+  using P = typename Ctx::platform;
+  auto* d = static_cast<std::byte*>(dst);
+  const auto* s = static_cast<const std::byte*>(src);
+  const std::size_t tid = ctx.g.thread_rank(), nt = ctx.g.size();
+  const bool aligned = (reinterpret_cast<std::uintptr_t>(d) | reinterpret_cast<std::uintptr_t>(s)) % 16 == 0;
+  const std::size_t nv = aligned ? bytes / 16 : 0;
+  for (std::size_t i = tid; i < nv; i += nt) P::template store<16>(d + 16 * i, P::template load<16>(s + 16 * i));
+  for (std::size_t i = 16 * nv + tid; i < bytes; i += nt) d[i] = s[i];
+}
+
+/// One thread: waits until peer p acknowledged step - depth, i.e. our slot for `step` in p is free.
+template <class Ctx>
+ARK_HD bool wait_credit(const Ctx& ctx, int p, std::uint64_t step, unsigned depth) {
+  return step + 1 <= depth ||
+         ctx.wait_geq(ctx.lay().ack(ctx.local(), ctx.worker, p), step + 1 - depth, wait_kind::credit, p);
+}
+
+/// Scope-collective: once every thread is done with the addressed peers' payload for `step`,
+/// raises their ack flags so they may reuse the slot.
+template <class Ctx>
+ARK_HD void acknowledge(const Ctx& ctx, peers ps, std::uint64_t step) {
+  using P = typename Ctx::platform;
+  ctx.g.sync();
+  for_each_peer(ctx, ps, [&](int p) {
+    P::store_release(ctx.lay().ack(ctx.remote(p), ctx.worker, ctx.rank()), step + 1);
+    return true;
+  });
+}
+
+} // namespace ark::dma

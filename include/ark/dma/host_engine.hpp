@@ -1,0 +1,130 @@
+// ark/dma/host_engine.hpp: the software model of ARK's GPU-controlled DMA engine.
+//
+// The threads of a worker never move payload themselves: thread 0 posts requests (copy these
+// bytes there, then raise that flag) into a fixed-size queue in the rank's region and returns at
+// once; an engine thread of the rank drains every worker's queue in order. Completion reaches the
+// receiver through the flag the engine raises after the copy, and reaches the sender through the
+// queue's `completed` counter. At most Depth requests of a worker are in flight: a post waits
+// (bounded) for the engine to catch up.
+#pragma once
+
+#include "ark/dma/simple_channel.hpp"
+#include "ark/platform/host.hpp"
+
+#include <atomic>
+#include <cstring>
+#include <thread>
+
+namespace ark::dma {
+
+template <unsigned Depth>
+struct host_engine : simple_channel<host_engine<Depth>> {
+  static_assert(Depth >= 1, "pipeline depth must be at least 1");
+  using dma_concept = backend_tag;
+  static constexpr unsigned depth = Depth;
+  static constexpr bool direct = false;
+  static constexpr std::uint8_t id = 3;
+
+  /// One thread: queues "copy `bytes` from src to dst, then set *flag = value" (either part may be
+  /// empty). False if the queue stayed full past the timeout.
+  template <class Ctx>
+  ARK_HD static bool post(const Ctx& ctx, void* dst, const void* src, std::size_t bytes, std::uint64_t* flag,
+                          std::uint64_t value) {
+    using P = typename Ctx::platform;
+    engine_queue* q = ctx.lay().queue(ctx.local(), ctx.worker);
+    const std::uint64_t n = P::load_relaxed(&q->posted);
+    if (n + 1 > Depth && !ctx.wait_geq(&q->completed, n + 1 - Depth, wait_kind::engine, ctx.rank())) return false;
+    engine_request& r = ctx.lay().requests(ctx.local(), ctx.worker)[n % ctx.lay().queue_capacity];
+    r.dst = reinterpret_cast<std::uint64_t>(dst);
+    r.src = reinterpret_cast<std::uint64_t>(src);
+    r.bytes = bytes;
+    r.flag = reinterpret_cast<std::uint64_t>(flag);
+    r.value = value;
+    P::store_release(&q->posted, n + 1);
+    return true;
+  }
+
+  template <class Ctx>
+  ARK_HD static bool put(const Ctx& ctx, void* dst, const void* src, std::size_t bytes) {
+    const bool ok = ctx.g.thread_rank() != 0 || post(ctx, dst, src, bytes, nullptr, 0);
+    return !ctx.g.sync_any(!ok);
+  }
+
+  template <class Ctx>
+  ARK_HD static void signal(const Ctx& ctx, std::uint64_t* flag, std::uint64_t value) {
+    if (ctx.g.thread_rank() == 0) post(ctx, nullptr, nullptr, 0, flag, value);
+  }
+
+  template <class Ctx>
+  ARK_HD static bool wait(const Ctx& ctx, const std::uint64_t* flag, std::uint64_t value, wait_kind kind, int peer) {
+    const bool ok = ctx.g.thread_rank() != 0 || ctx.wait_geq(flag, value, kind, peer);
+    return !ctx.g.sync_any(!ok);
+  }
+
+  /// Waits until the engine has completed every request this worker posted.
+  template <class Ctx>
+  ARK_HD static bool flush(const Ctx& ctx) {
+    using P = typename Ctx::platform;
+    bool ok = true;
+    if (ctx.g.thread_rank() == 0) {
+      engine_queue* q = ctx.lay().queue(ctx.local(), ctx.worker);
+      ok = ctx.wait_geq(&q->completed, P::load_relaxed(&q->posted), wait_kind::engine, ctx.rank());
+    }
+    return !ctx.g.sync_any(!ok);
+  }
+};
+
+/// The engine of one host rank: a thread draining the request queues of all its workers.
+class host_engine_service {
+public:
+  host_engine_service() = default;
+  host_engine_service(const host_engine_service&) = delete;
+  host_engine_service& operator=(const host_engine_service&) = delete;
+  ~host_engine_service() { stop(); }
+
+  void start(std::byte* region, const layout& lay) {
+    stop();
+    stop_.store(false);
+    thread_ = std::thread([this, region, lay] { run(region, lay); });
+  }
+
+  void stop() {
+    stop_.store(true);
+    if (thread_.joinable()) thread_.join();
+  }
+
+  /// Requests executed so far (all workers).
+  std::uint64_t executed() const { return executed_.load(); }
+
+private:
+  using P = platform::host;
+
+  void run(std::byte* region, layout lay) {
+    unsigned idle = 0;
+    while (!stop_.load(std::memory_order_relaxed)) {
+      bool worked = false;
+      for (unsigned w = 0; w < lay.workers; ++w) {
+        engine_queue* q = lay.queue(region, w);
+        std::uint64_t done = P::load_relaxed(&q->completed);
+        const std::uint64_t posted = P::load_acquire(&q->posted);
+        for (; done < posted; ++done) {
+          const engine_request& r = lay.requests(region, w)[done % lay.queue_capacity];
+          if (r.dst && r.bytes)
+            std::memcpy(reinterpret_cast<void*>(r.dst), reinterpret_cast<const void*>(r.src), r.bytes);
+          if (r.flag) P::store_release(reinterpret_cast<std::uint64_t*>(r.flag), r.value);
+          P::store_release(&q->completed, done + 1);
+          executed_.fetch_add(1, std::memory_order_relaxed);
+          worked = true;
+        }
+      }
+      idle = worked ? 0 : idle + 1;
+      if (!worked) P::pause(idle);
+    }
+  }
+
+  std::thread thread_;
+  std::atomic<bool> stop_{true};
+  std::atomic<std::uint64_t> executed_{0};
+};
+
+} // namespace ark::dma

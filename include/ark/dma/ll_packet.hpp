@@ -1,0 +1,144 @@
+// ark/dma/ll_packet.hpp: LL ("low latency") packets. Every 16-byte packet carries 8 data bytes and,
+// in each 8-byte half, the 32-bit flag of its pipeline step; a half is stored and loaded as one
+// single-copy-atomic word. The receiver polls the packets themselves, so a step needs no separate
+// flag and no fence: small messages cost one one-way trip instead of two. Half the bytes on the
+// wire are flags, so this pays for small messages only.
+//
+// Slot format: 2 header packets (the 16-byte call description), then one packet per 8 data bytes.
+#pragma once
+
+#include "ark/dma/thread_copy.hpp"
+
+namespace ark::dma {
+
+namespace detail {
+ARK_HD inline std::uint32_t ll_flag(std::uint64_t step) { return static_cast<std::uint32_t>(step + 1); }
+ARK_HD inline std::uint64_t ll_half(std::uint32_t data, std::uint32_t flag) {
+  return std::uint64_t(data) | std::uint64_t(flag) << 32;
+}
+} // namespace detail
+
+/// Stores 8-byte units of a step as packets into a peer's LL slot.
+template <class P>
+struct ll_writer {
+  std::uint64_t* packets;  // the slot, header included
+  std::uint32_t flag;
+  ARK_HD void store(std::size_t i, const vec<8>& v) const {
+    const std::uint64_t d = v.w[0];
+    P::store_ll(packets + 2 * (i + 2), detail::ll_half(static_cast<std::uint32_t>(d), flag),
+                detail::ll_half(static_cast<std::uint32_t>(d >> 32), flag));
+  }
+};
+
+/// Polls 8-byte units of a step out of our LL slot; fails after the context's timeout.
+template <class P>
+struct ll_reader {
+  const std::uint64_t* packets;
+  std::uint32_t flag;
+  int peer;
+
+  template <class Ctx>
+  ARK_HD bool load(const Ctx& ctx, std::size_t i, vec<8>& v) const {
+    std::uint64_t a, b;
+    if (!poll(ctx, packets + 2 * (i + 2), a, b)) return false;
+    v.w[0] = (a & 0xffffffffu) | (b << 32);
+    return true;
+  }
+
+  template <class Ctx>
+  ARK_HD bool poll(const Ctx& ctx, const std::uint64_t* pk, std::uint64_t& a, std::uint64_t& b) const {
+    P::load_ll(pk, a, b);
+    if (ready(a, b)) return true;
+    const std::uint64_t start = P::now_ns();
+    for (unsigned spins = 0;; ++spins) {
+      P::pause(spins);
+      P::load_ll(pk, a, b);
+      if (ready(a, b)) return true;
+      if ((spins & 63u) == 63u && !ctx.keep_waiting(start, wait_kind::data, peer, flag, a >> 32)) return false;
+    }
+  }
+
+  ARK_HD bool ready(std::uint64_t a, std::uint64_t b) const {
+    return static_cast<std::uint32_t>(a >> 32) == flag && static_cast<std::uint32_t>(b >> 32) == flag;
+  }
+};
+
+template <unsigned Depth>
+struct ll_packet : thread_transfers<Depth> {
+  static constexpr std::uint8_t id = 2;
+  static constexpr bool ll = true;
+  static constexpr std::size_t vec_bytes = 8;
+
+  template <class Ctx>
+  ARK_HD static ll_writer<typename Ctx::platform> tx(const Ctx& ctx, int peer, std::uint64_t step) {
+    return {ctx.lay().ll(ctx.remote(peer), ctx.worker, ctx.rank(), step), detail::ll_flag(step)};
+  }
+
+  template <class Ctx>
+  ARK_HD static ll_reader<typename Ctx::platform> rx(const Ctx& ctx, int peer, std::uint64_t step) {
+    return {ctx.lay().ll(ctx.local(), ctx.worker, peer, step), detail::ll_flag(step), peer};
+  }
+
+  /// Waits for the slot to be free, then writes the header packets.
+  template <class Ctx>
+  ARK_HD static bool open_send(const Ctx& ctx, peers ps, std::uint64_t step) {
+    using P = typename Ctx::platform;
+    const bool ok = for_each_peer(ctx, ps, [&](int p) {
+      if (!wait_credit(ctx, p, step, Depth)) return false;
+      std::uint64_t* h = ctx.lay().ll(ctx.remote(p), ctx.worker, ctx.rank(), step);
+      const std::uint32_t f = detail::ll_flag(step);
+      P::store_ll(h, detail::ll_half(static_cast<std::uint32_t>(ctx.desc.count), f),
+                  detail::ll_half(static_cast<std::uint32_t>(ctx.desc.count >> 32), f));
+      P::store_ll(h + 2, detail::ll_half(static_cast<std::uint32_t>(ctx.desc.meta), f),
+                  detail::ll_half(static_cast<std::uint32_t>(ctx.desc.meta >> 32), f));
+      return true;
+    });
+    return !ctx.g.sync_any(!ok);
+  }
+
+  /// Packets announce themselves: nothing to do.
+  template <class Ctx>
+  ARK_HD static bool close_send(const Ctx&, peers, std::uint64_t, std::size_t) {
+    return true;
+  }
+
+  template <class Ctx>
+  ARK_HD static bool send(const Ctx& ctx, peers ps, std::uint64_t step, const void* src, std::size_t bytes) {
+    using P = typename Ctx::platform;
+    if (!open_send(ctx, ps, step)) return false;
+    const auto* s = static_cast<const std::byte*>(src);
+    const std::size_t nv = div_up(bytes, 8);
+    for (std::size_t i = ctx.g.thread_rank(); i < nv; i += ctx.g.size()) {
+      const vec<8> v = load_prefix<P, 8>(s + 8 * i, bytes - 8 * i);
+      if (ps.one >= 0) {
+        tx(ctx, ps.one, step).store(i, v);
+      } else {
+        for (int p = 0; p < ctx.world(); ++p)
+          if (p != ctx.rank()) tx(ctx, p, step).store(i, v);
+      }
+    }
+    return true;
+  }
+
+  /// Polls the header packets of every addressed peer and checks the call they describe.
+  template <class Ctx>
+  ARK_HD static bool open_recv(const Ctx& ctx, peers ps, std::uint64_t step) {
+    const bool ok = for_each_peer(ctx, ps, [&](int p) {
+      const auto r = rx(ctx, p, step);
+      std::uint64_t a, b, c, d;
+      if (!r.poll(ctx, r.packets, a, b) || !r.poll(ctx, r.packets + 2, c, d)) return false;
+      call_desc theirs;
+      theirs.count = (a & 0xffffffffu) | (b << 32);
+      theirs.meta = (c & 0xffffffffu) | (d << 32);
+      return ctx.check_peer_call(theirs, step, p, step);
+    });
+    return !ctx.g.sync_any(!ok);
+  }
+
+  template <class Ctx>
+  ARK_HD static void close_recv(const Ctx& ctx, peers ps, std::uint64_t step) {
+    acknowledge(ctx, ps, step);
+  }
+};
+
+} // namespace ark::dma

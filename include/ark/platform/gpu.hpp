@@ -1,0 +1,250 @@
+// ark/platform/gpu.hpp: the GPU platform, one implementation for CUDA and HIP.
+//
+// Symmetric regions are device memory. Ranks driven by one process reach each other's memory
+// through peer access (checked: a clear error if two GPUs cannot reach each other); ranks in
+// different processes exchange IPC handles. Flags use system-scope acquire/release; control
+// blocks are mapped pinned host memory, so the host reads errors and writes abort flags while
+// kernels run. A launch is one kernel: a block per worker.
+#pragma once
+
+#include "ark/concepts/device.hpp"
+#include "ark/platform/gpu_atomics.hpp"
+#include "ark/platform/gpu_runtime.hpp"
+#include "ark/scope/gpu.hpp"
+
+#include <map>
+#include <mutex>
+#include <unistd.h>
+
+#if defined(ARK_COMPILER_CUDA)
+#define ARK_GRID_CONSTANT __grid_constant__
+#else
+#define ARK_GRID_CONSTANT
+#endif
+
+namespace ark {
+namespace detail {
+template <class F>
+__global__ void __launch_bounds__(1024) run_workers(const ARK_GRID_CONSTANT F work) {
+  block_scope g;
+  work(g, blockIdx.x, gridDim.x);
+}
+
+/// Pointers this process opened through IPC, to close them again.
+inline std::map<void*, void*>& ipc_opened() {
+  static std::map<void*, void*> m;
+  return m;
+}
+inline std::mutex& ipc_mutex() {
+  static std::mutex m;
+  return m;
+}
+} // namespace detail
+
+namespace platform {
+
+struct gpu {
+  static constexpr const char* name = detail::rt::vendor;
+  static constexpr bool synchronous_launch = false;
+  using stream = detail::rt::stream_t;
+
+  struct memory {
+    std::byte* ptr = nullptr;
+    std::size_t bytes = 0;
+    int device = 0;
+  };
+  struct ipc_handle {
+    detail::rt::ipc_mem_handle_t handle;
+    std::uint64_t address;  // valid in the exporting process
+    std::uint64_t offset;   // from the start of the allocation
+    std::int64_t pid;
+    std::int32_t device;
+  };
+  struct control_memory {
+    void* host_ptr = nullptr;
+    void* device_ptr = nullptr;
+  };
+
+  // 1-2. atomics and clock: device code uses the GPU's; host code the host's ---------------------
+#if defined(ARK_DEVICE_PASS)
+#define ARK_GPU_OR_HOST(gpu_call, host_call) return gpu_call
+#else
+#define ARK_GPU_OR_HOST(gpu_call, host_call) return host_call
+#endif
+  ARK_HD static std::uint64_t load_acquire(const std::uint64_t* p) {
+    ARK_GPU_OR_HOST(detail::gpu::load_acquire(p), host::load_acquire(p));
+  }
+  ARK_HD static std::uint64_t load_relaxed(const std::uint64_t* p) {
+    ARK_GPU_OR_HOST(detail::gpu::load_relaxed(p), host::load_relaxed(p));
+  }
+  ARK_HD static void store_release(std::uint64_t* p, std::uint64_t v) {
+    ARK_GPU_OR_HOST(detail::gpu::store_release(p, v), host::store_release(p, v));
+  }
+  ARK_HD static void store_relaxed(std::uint64_t* p, std::uint64_t v) {
+    ARK_GPU_OR_HOST(detail::gpu::store_relaxed(p, v), host::store_relaxed(p, v));
+  }
+  ARK_HD static std::uint64_t fetch_add(std::uint64_t* p, std::uint64_t v) {
+    ARK_GPU_OR_HOST(detail::gpu::fetch_add(p, v), host::fetch_add(p, v));
+  }
+  ARK_HD static bool compare_exchange(std::uint32_t* p, std::uint32_t expected, std::uint32_t desired) {
+    ARK_GPU_OR_HOST(detail::gpu::compare_exchange(p, expected, desired), host::compare_exchange(p, expected, desired));
+  }
+  ARK_HD static void fence() { ARK_GPU_OR_HOST(detail::gpu::fence(), host::fence()); }
+  ARK_HD static std::uint64_t now_ns() { ARK_GPU_OR_HOST(detail::gpu::now_ns(), host::now_ns()); }
+  ARK_HD static void pause(unsigned spins) { ARK_GPU_OR_HOST((void)spins, host::pause(spins)); }
+
+  // 3. vectors ---------------------------------------------------------------------------------
+  template <std::size_t V>
+  ARK_HD static vec<V> load(const void* p) {
+    return *static_cast<const vec<V>*>(p);
+  }
+  /// Data peers wrote: volatile loads, never served from a stale L1 line.
+  template <std::size_t V>
+  ARK_HD static vec<V> load_peer(const void* p) {
+#if defined(ARK_DEVICE_PASS)
+    vec<V> v;
+    if constexpr (V == 16) detail::gpu::load_pair_volatile(p, v.w[0], v.w[1]);
+    else v.w[0] = detail::gpu::load_volatile(p);
+    return v;
+#else
+    return host::load_peer<V>(p);
+#endif
+  }
+  template <std::size_t V>
+  ARK_HD static void store(void* p, const vec<V>& v) {
+    *static_cast<vec<V>*>(p) = v;
+  }
+
+  // 4. LL packets ------------------------------------------------------------------------------
+  ARK_HD static void store_ll(std::uint64_t* p, std::uint64_t a, std::uint64_t b) {
+    ARK_GPU_OR_HOST(detail::gpu::store_pair_volatile(p, a, b), host::store_ll(p, a, b));
+  }
+  ARK_HD static void load_ll(const std::uint64_t* p, std::uint64_t& a, std::uint64_t& b) {
+    ARK_GPU_OR_HOST(detail::gpu::load_pair_volatile(p, a, b), host::load_ll(p, a, b));
+  }
+#undef ARK_GPU_OR_HOST
+
+  // 5. memory (host side) ----------------------------------------------------------------------
+  static int device_count() {
+    int n = 0;
+    if (detail::rt::get_device_count(&n) != detail::rt::success) {
+      (void)detail::rt::get_last_error();
+      return 0;
+    }
+    return n;
+  }
+
+  static memory allocate(std::size_t bytes, int device) {
+    detail::rt::check(detail::rt::set_device(device), "set device");
+    void* p = nullptr;
+    detail::rt::check(detail::rt::malloc(&p, bytes), "allocate symmetric region");
+    detail::rt::check(detail::rt::memset(p, 0, bytes), "clear symmetric region");
+    detail::rt::check(detail::rt::device_synchronize(), "clear symmetric region");
+    return {static_cast<std::byte*>(p), bytes, device};
+  }
+  static void release(memory& m) {
+    if (m.ptr) {
+      (void)detail::rt::set_device(m.device);
+      (void)detail::rt::free(m.ptr);
+    }
+    m = {};
+  }
+  static void zero(void* p, std::size_t bytes) {
+    detail::rt::check(detail::rt::memset(p, 0, bytes), "clear memory");
+    detail::rt::check(detail::rt::device_synchronize(), "clear memory");
+  }
+  /// Copies between any two addresses (host or device), synchronously.
+  static void copy(void* dst, const void* src, std::size_t bytes) {
+    detail::rt::check(detail::rt::memcpy(dst, src, bytes), "copy");
+  }
+
+  static ipc_handle export_handle(const memory& m) {
+    ipc_handle h{};
+    h.address = reinterpret_cast<std::uint64_t>(m.ptr);
+    h.pid = static_cast<std::int64_t>(::getpid());
+    h.device = m.device;
+    if (detail::rt::get_device(&h.device) != detail::rt::success) h.device = m.device;
+    void* base = nullptr;
+    if (detail::rt::allocation_base(&base, m.ptr) == detail::rt::success &&
+        detail::rt::ipc_get_handle(&h.handle, base) == detail::rt::success) {
+      h.offset = h.address - reinterpret_cast<std::uint64_t>(base);
+    } else {
+      (void)detail::rt::get_last_error();  // not IPC-capable: usable in this process only
+      h.pid = -static_cast<std::int64_t>(::getpid());
+    }
+    return h;
+  }
+
+  /// Maps a peer's memory: directly, with peer access, inside one process; through IPC otherwise.
+  static void* import_handle(const ipc_handle& h, int device) {
+    detail::rt::check(detail::rt::set_device(device), "set device");
+    const std::int64_t self = static_cast<std::int64_t>(::getpid());
+    if (h.pid == self || h.pid == -self) {
+      if (h.device != device) {
+        int ok = 0;
+        detail::rt::check(detail::rt::can_access_peer(&ok, device, h.device), "query peer access");
+        if (!ok)
+          throw platform_error(std::string(name) + ": GPU " + std::to_string(device) + " cannot access GPU " +
+                               std::to_string(h.device) + " (no peer access between them)");
+        detail::rt::check(detail::rt::enable_peer_access(h.device), "enable peer access");
+      }
+      return reinterpret_cast<void*>(h.address);
+    }
+    if (h.pid < 0) throw platform_error(std::string(name) + ": memory of another process is not IPC-capable");
+    void* base = nullptr;
+    detail::rt::check(detail::rt::ipc_open(&base, h.handle), "open IPC handle of a peer");
+    void* p = static_cast<std::byte*>(base) + h.offset;
+    std::lock_guard<std::mutex> lock(detail::ipc_mutex());
+    detail::ipc_opened()[p] = base;
+    return p;
+  }
+  static void close_import(void* p) {
+    std::lock_guard<std::mutex> lock(detail::ipc_mutex());
+    auto it = detail::ipc_opened().find(p);
+    if (it == detail::ipc_opened().end()) return;
+    (void)detail::rt::ipc_close(it->second);
+    detail::ipc_opened().erase(it);
+  }
+
+  static control_memory allocate_control(std::size_t bytes) {
+    control_memory c;
+    detail::rt::check(detail::rt::host_alloc_mapped(&c.host_ptr, bytes), "allocate mapped control block");
+    std::memset(c.host_ptr, 0, bytes);
+    detail::rt::check(detail::rt::host_device_pointer(&c.device_ptr, c.host_ptr), "map control block");
+    return c;
+  }
+  static void release_control(control_memory& c) {
+    if (c.host_ptr) (void)detail::rt::free_host(c.host_ptr);
+    c = {};
+  }
+
+  // 6. execution -------------------------------------------------------------------------------
+  static stream create_stream(int device) {
+    detail::rt::check(detail::rt::set_device(device), "set device");
+    stream s{};
+    detail::rt::check(detail::rt::stream_create(&s), "create stream");
+    return s;
+  }
+  static void destroy_stream(stream s) { (void)detail::rt::stream_destroy(s); }
+  static void synchronize(stream s) { detail::rt::check(detail::rt::stream_synchronize(s), "synchronize stream"); }
+
+  template <class F>
+  static void launch(stream s, launch_shape shape, const F& work) {
+    int device = 0;
+    detail::rt::check(detail::rt::stream_device(s, &device), "find the stream's device");
+    detail::rt::check(detail::rt::set_device(device), "set device");
+    detail::run_workers<F><<<shape.workers, shape.threads, 0, s>>>(work);
+    detail::rt::check(detail::rt::get_last_error(), "launch collective kernel");
+  }
+};
+
+static_assert(device<gpu>);
+
+#if defined(ARK_COMPILER_CUDA)
+using cuda = gpu;
+#else
+using hip = gpu;
+#endif
+
+} // namespace platform
+} // namespace ark

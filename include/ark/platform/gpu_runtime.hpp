@@ -1,0 +1,124 @@
+// ark/platform/gpu_runtime.hpp: the few runtime calls ark makes, spelled once for CUDA and once
+// for HIP. This file and gpu_atomics.hpp are the only places that tell the two vendors apart.
+#pragma once
+
+#include "ark/config.hpp"
+#include "ark/core/error.hpp"
+
+#include <string>
+
+#if defined(ARK_COMPILER_CUDA)
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_runtime.h>
+#elif defined(ARK_COMPILER_HIP)
+#include <hip/hip_runtime.h>
+#else
+#error "ark/platform/gpu_runtime.hpp needs nvcc or hipcc"
+#endif
+
+namespace ark::detail::rt {
+
+#if defined(ARK_COMPILER_CUDA)
+inline constexpr const char* vendor = "cuda";
+using error_t = cudaError_t;
+using stream_t = cudaStream_t;
+using ipc_mem_handle_t = cudaIpcMemHandle_t;
+inline constexpr error_t success = cudaSuccess;
+inline const char* error_string(error_t e) { return cudaGetErrorString(e); }
+inline error_t get_last_error() { return cudaGetLastError(); }
+inline error_t get_device_count(int* n) { return cudaGetDeviceCount(n); }
+inline error_t set_device(int d) { return cudaSetDevice(d); }
+inline error_t get_device(int* d) { return cudaGetDevice(d); }
+inline error_t malloc(void** p, std::size_t n) { return cudaMalloc(p, n); }
+inline error_t free(void* p) { return cudaFree(p); }
+inline error_t memset(void* p, int v, std::size_t n) { return cudaMemset(p, v, n); }
+inline error_t memcpy(void* d, const void* s, std::size_t n) { return cudaMemcpy(d, s, n, cudaMemcpyDefault); }
+inline error_t device_synchronize() { return cudaDeviceSynchronize(); }
+inline error_t host_alloc_mapped(void** p, std::size_t n) {
+  return cudaHostAlloc(p, n, cudaHostAllocMapped | cudaHostAllocPortable);
+}
+inline error_t host_device_pointer(void** d, void* h) { return cudaHostGetDevicePointer(d, h, 0); }
+inline error_t free_host(void* p) { return cudaFreeHost(p); }
+inline error_t stream_create(stream_t* s) { return cudaStreamCreateWithFlags(s, cudaStreamNonBlocking); }
+inline error_t stream_destroy(stream_t s) { return cudaStreamDestroy(s); }
+inline error_t stream_synchronize(stream_t s) { return cudaStreamSynchronize(s); }
+inline error_t stream_device(stream_t s, int* d) { return cudaStreamGetDevice(s, d); }
+inline error_t can_access_peer(int* ok, int d, int peer) { return cudaDeviceCanAccessPeer(ok, d, peer); }
+inline error_t enable_peer_access(int peer) {
+  const error_t e = cudaDeviceEnablePeerAccess(peer, 0);
+  if (e == cudaErrorPeerAccessAlreadyEnabled) {
+    (void)cudaGetLastError();
+    return cudaSuccess;
+  }
+  return e;
+}
+inline error_t ipc_get_handle(ipc_mem_handle_t* h, void* p) { return cudaIpcGetMemHandle(h, p); }
+inline error_t ipc_open(void** p, ipc_mem_handle_t h) { return cudaIpcOpenMemHandle(p, h, cudaIpcMemLazyEnablePeerAccess); }
+inline error_t ipc_close(void* p) { return cudaIpcCloseMemHandle(p); }
+/// The start of the allocation containing p (through the driver entry point, so that programs
+/// need no link against libcuda and still start on machines without a driver).
+inline error_t allocation_base(void** base, void* p) {
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult status{};
+  const error_t e = cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &fn, 12000, cudaEnableDefault, &status);
+  if (e != cudaSuccess || !fn || status != cudaDriverEntryPointSuccess) return e != cudaSuccess ? e : cudaErrorNotSupported;
+  CUdeviceptr b = 0;
+  std::size_t size = 0;
+  const CUresult r =
+      reinterpret_cast<PFN_cuMemGetAddressRange_v3020>(fn)(&b, &size, reinterpret_cast<CUdeviceptr>(p));
+  *base = reinterpret_cast<void*>(b);
+  return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+}
+#elif defined(ARK_COMPILER_HIP)
+inline constexpr const char* vendor = "hip";
+using error_t = hipError_t;
+using stream_t = hipStream_t;
+using ipc_mem_handle_t = hipIpcMemHandle_t;
+inline constexpr error_t success = hipSuccess;
+inline const char* error_string(error_t e) { return hipGetErrorString(e); }
+inline error_t get_last_error() { return hipGetLastError(); }
+inline error_t get_device_count(int* n) { return hipGetDeviceCount(n); }
+inline error_t set_device(int d) { return hipSetDevice(d); }
+inline error_t get_device(int* d) { return hipGetDevice(d); }
+inline error_t malloc(void** p, std::size_t n) { return hipMalloc(p, n); }
+inline error_t free(void* p) { return hipFree(p); }
+inline error_t memset(void* p, int v, std::size_t n) { return hipMemset(p, v, n); }
+inline error_t memcpy(void* d, const void* s, std::size_t n) { return hipMemcpy(d, s, n, hipMemcpyDefault); }
+inline error_t device_synchronize() { return hipDeviceSynchronize(); }
+inline error_t host_alloc_mapped(void** p, std::size_t n) {
+  return hipHostMalloc(p, n, hipHostMallocMapped | hipHostMallocPortable);
+}
+inline error_t host_device_pointer(void** d, void* h) { return hipHostGetDevicePointer(d, h, 0); }
+inline error_t free_host(void* p) { return hipHostFree(p); }
+inline error_t stream_create(stream_t* s) { return hipStreamCreateWithFlags(s, hipStreamNonBlocking); }
+inline error_t stream_destroy(stream_t s) { return hipStreamDestroy(s); }
+inline error_t stream_synchronize(stream_t s) { return hipStreamSynchronize(s); }
+inline error_t stream_device(stream_t s, int* d) {
+  *d = hipGetStreamDeviceId(s);
+  return *d < 0 ? hipErrorInvalidHandle : hipSuccess;
+}
+inline error_t can_access_peer(int* ok, int d, int peer) { return hipDeviceCanAccessPeer(ok, d, peer); }
+inline error_t enable_peer_access(int peer) {
+  const error_t e = hipDeviceEnablePeerAccess(peer, 0);
+  if (e == hipErrorPeerAccessAlreadyEnabled) {
+    (void)hipGetLastError();
+    return hipSuccess;
+  }
+  return e;
+}
+inline error_t ipc_get_handle(ipc_mem_handle_t* h, void* p) { return hipIpcGetMemHandle(h, p); }
+inline error_t ipc_open(void** p, ipc_mem_handle_t h) { return hipIpcOpenMemHandle(p, h, hipIpcMemLazyEnablePeerAccess); }
+inline error_t ipc_close(void* p) { return hipIpcCloseMemHandle(p); }
+inline error_t allocation_base(void** base, void* p) {
+  std::size_t size = 0;
+  return hipMemGetAddressRange(base, &size, p);
+}
+#endif
+
+/// Throws platform_error naming the call when `e` is not success.
+inline void check(error_t e, const char* what) {
+  if (e != success) throw platform_error(std::string(vendor) + ": " + what + ": " + error_string(e));
+}
+
+} // namespace ark::detail::rt

@@ -1,0 +1,245 @@
+// ark/platform/host.hpp: the host platform, where each rank is a CPU thread (plus helper threads
+// for its workers). It is ark's test substrate without a GPU and the default when none is present.
+//
+// Peer-visible memory is ordinary memory shared by the threads of one process; atomics are
+// std::atomic_ref at sequentially consistent or acquire/release order; a launch runs the work on
+// a pool of threads that the rank's stream owns and returns when all of them are done.
+#pragma once
+
+#include "ark/concepts/device.hpp"
+#include "ark/core/error.hpp"
+#include "ark/scope/host_team.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <thread>
+#include <vector>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
+namespace ark {
+
+/// The host's "stream": an ordered executor owning the helper threads of one rank.
+/// launch() runs the work on the calling thread and on helpers, and returns when all are done.
+class host_stream {
+public:
+  host_stream() = default;
+  host_stream(const host_stream&) = delete;
+  host_stream& operator=(const host_stream&) = delete;
+  ~host_stream() {
+    stop_.store(true);
+    generation_.fetch_add(1);
+    generation_.notify_all();
+    for (auto& t : helpers_) t.join();
+  }
+
+  template <class F>
+  void run(launch_shape shape, const F& work) {
+    const unsigned total = shape.workers * shape.threads;
+    barriers_.reset(new host_barrier[shape.workers]);
+    for (unsigned w = 0; w < shape.workers; ++w) barriers_[w].reset(shape.threads);
+    struct bound {
+      const F* work;
+      host_barrier* bars;
+      launch_shape shape;
+    } b{&work, barriers_.get(), shape};
+    auto invoke = [](const void* p, unsigned tid) {
+      const bound& b = *static_cast<const bound*>(p);
+      const unsigned w = tid / b.shape.threads;
+      host_team g(&b.bars[w], tid % b.shape.threads, b.shape.threads);
+      (*b.work)(g, w, b.shape.workers);
+    };
+    while (helpers_.size() + 1 < total) {
+      const unsigned tid = static_cast<unsigned>(helpers_.size()) + 1;
+      helpers_.emplace_back([this, tid] { helper(tid); });
+    }
+    job_ = job{&b, invoke, total};
+    done_.store(0);
+    error_ = nullptr;
+    generation_.fetch_add(1, std::memory_order_release);
+    generation_.notify_all();
+    run_one(0);
+    const unsigned expected = static_cast<unsigned>(helpers_.size());
+    for (unsigned d; (d = done_.load(std::memory_order_acquire)) != expected;) done_.wait(d);
+    if (error_) std::rethrow_exception(error_);
+  }
+
+private:
+  struct job {
+    const void* bound;
+    void (*invoke)(const void*, unsigned);
+    unsigned threads;
+  };
+
+  void run_one(unsigned tid) {
+    if (tid >= job_.threads) return;
+    try {
+      job_.invoke(job_.bound, tid);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(error_mutex_);
+      if (!error_) error_ = std::current_exception();
+    }
+  }
+
+  void helper(unsigned tid) {
+    std::uint64_t seen = 0;
+    for (;;) {
+      std::uint64_t g;
+      while ((g = generation_.load(std::memory_order_acquire)) == seen) generation_.wait(seen);
+      seen = g;
+      if (stop_.load()) return;
+      run_one(tid);
+      done_.fetch_add(1, std::memory_order_acq_rel);
+      done_.notify_all();
+    }
+  }
+
+  std::vector<std::thread> helpers_;
+  std::unique_ptr<host_barrier[]> barriers_;
+  job job_{};
+  std::atomic<std::uint64_t> generation_{0};
+  std::atomic<unsigned> done_{0};
+  std::atomic<bool> stop_{false};
+  std::mutex error_mutex_;
+  std::exception_ptr error_;
+};
+
+namespace platform {
+
+struct host {
+  static constexpr const char* name = "host";
+  static constexpr bool synchronous_launch = true;
+  using stream = host_stream*;
+
+  struct memory {
+    std::byte* ptr = nullptr;
+    std::size_t bytes = 0;
+  };
+  struct ipc_handle {
+    std::uintptr_t address;
+  };
+  struct control_memory {
+    void* host_ptr = nullptr;
+    void* device_ptr = nullptr;
+  };
+
+  // 1. atomics ---------------------------------------------------------------------------------
+  static std::uint64_t load_acquire(const std::uint64_t* p) {
+    return std::atomic_ref<std::uint64_t>(*const_cast<std::uint64_t*>(p)).load(std::memory_order_acquire);
+  }
+  static std::uint64_t load_relaxed(const std::uint64_t* p) {
+    return std::atomic_ref<std::uint64_t>(*const_cast<std::uint64_t*>(p)).load(std::memory_order_relaxed);
+  }
+  static void store_release(std::uint64_t* p, std::uint64_t v) {
+    std::atomic_ref<std::uint64_t>(*p).store(v, std::memory_order_release);
+  }
+  static void store_relaxed(std::uint64_t* p, std::uint64_t v) {
+    std::atomic_ref<std::uint64_t>(*p).store(v, std::memory_order_relaxed);
+  }
+  static std::uint64_t fetch_add(std::uint64_t* p, std::uint64_t v) {
+    return std::atomic_ref<std::uint64_t>(*p).fetch_add(v, std::memory_order_acq_rel);
+  }
+  static bool compare_exchange(std::uint32_t* p, std::uint32_t expected, std::uint32_t desired) {
+    return std::atomic_ref<std::uint32_t>(*p).compare_exchange_strong(expected, desired, std::memory_order_acq_rel);
+  }
+  static void fence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+
+  // 2. clock -----------------------------------------------------------------------------------
+  static std::uint64_t now_ns() {
+    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                          std::chrono::steady_clock::now().time_since_epoch())
+                                          .count());
+  }
+  /// Ranks may outnumber cores: spin briefly, then yield, then sleep a little.
+  static void pause(unsigned spins) {
+    if (spins < 16) {
+#if defined(__x86_64__) || defined(__i386__)
+      _mm_pause();
+#endif
+    } else if (spins < 2048) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+  }
+
+  // 3. vectors ---------------------------------------------------------------------------------
+  template <std::size_t V>
+  static vec<V> load(const void* p) {
+    vec<V> v;
+    std::memcpy(&v, p, V);
+    return v;
+  }
+  /// Peers' data is read after acquiring their flag; on the host an ordinary load suffices.
+  template <std::size_t V>
+  static vec<V> load_peer(const void* p) {
+    return load<V>(p);
+  }
+  template <std::size_t V>
+  static void store(void* p, const vec<V>& v) {
+    std::memcpy(p, &v, V);
+  }
+
+  // 4. LL packets ------------------------------------------------------------------------------
+  static void store_ll(std::uint64_t* p, std::uint64_t a, std::uint64_t b) {
+    std::atomic_ref<std::uint64_t>(p[0]).store(a, std::memory_order_relaxed);
+    std::atomic_ref<std::uint64_t>(p[1]).store(b, std::memory_order_relaxed);
+  }
+  static void load_ll(const std::uint64_t* p, std::uint64_t& a, std::uint64_t& b) {
+    a = std::atomic_ref<std::uint64_t>(const_cast<std::uint64_t*>(p)[0]).load(std::memory_order_relaxed);
+    b = std::atomic_ref<std::uint64_t>(const_cast<std::uint64_t*>(p)[1]).load(std::memory_order_relaxed);
+  }
+
+  // 5. memory ----------------------------------------------------------------------------------
+  static memory allocate(std::size_t bytes, int /*device*/) {
+    if (bytes == 0) return {};
+    const std::size_t rounded = (bytes + 4095) / 4096 * 4096;
+    void* p = std::aligned_alloc(4096, rounded);
+    if (!p) throw platform_error("host: cannot allocate " + std::to_string(bytes) + " bytes");
+    std::memset(p, 0, rounded);
+    return {static_cast<std::byte*>(p), bytes};
+  }
+  static void release(memory& m) {
+    std::free(m.ptr);
+    m = {};
+  }
+  /// Ranks of the host platform share one address space: a handle is the address itself.
+  static ipc_handle export_handle(const memory& m) { return {reinterpret_cast<std::uintptr_t>(m.ptr)}; }
+  static void* import_handle(const ipc_handle& h, int /*device*/) { return reinterpret_cast<void*>(h.address); }
+  static void close_import(void*) {}
+
+  static control_memory allocate_control(std::size_t bytes) {
+    memory m = allocate(bytes, 0);
+    return {m.ptr, m.ptr};
+  }
+  static void release_control(control_memory& c) {
+    std::free(c.host_ptr);
+    c = {};
+  }
+
+  static void zero(void* p, std::size_t bytes) { std::memset(p, 0, bytes); }
+  static void copy(void* dst, const void* src, std::size_t bytes) { std::memcpy(dst, src, bytes); }
+
+  // 6. execution -------------------------------------------------------------------------------
+  static stream create_stream(int /*device*/) { return new host_stream(); }
+  static void destroy_stream(stream s) { delete s; }
+  static void synchronize(stream) {}  // launches are synchronous
+  template <class F>
+  static void launch(stream s, launch_shape shape, const F& work) {
+    s->run(shape, work);
+  }
+};
+
+static_assert(device<host>);
+
+} // namespace platform
+} // namespace ark

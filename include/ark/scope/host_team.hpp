@@ -1,0 +1,69 @@
+// ark/scope/host_team.hpp: the scope model of the host backend, a team of CPU threads.
+#pragma once
+
+#include "ark/concepts/scope.hpp"
+
+#include <atomic>
+#include <thread>
+
+namespace ark {
+
+/// A reusable barrier for a fixed number of threads that also ORs a predicate across them.
+/// Spins briefly, then yields, then sleeps on the generation word: ranks may outnumber cores.
+class host_barrier {
+public:
+  explicit host_barrier(unsigned n = 1) : n_(n) {}
+  host_barrier(const host_barrier&) = delete;
+  host_barrier& operator=(const host_barrier&) = delete;
+
+  void reset(unsigned n) {
+    n_ = n;
+    count_.store(0);
+    any_[0].store(0);
+    any_[1].store(0);
+  }
+
+  bool arrive_and_wait(bool p) {
+    const unsigned g = gen_.load(std::memory_order_acquire);
+    if (p) any_[g & 1].store(1, std::memory_order_relaxed);
+    if (count_.fetch_add(1, std::memory_order_acq_rel) + 1 == n_) {
+      count_.store(0, std::memory_order_relaxed);
+      any_[(g + 1) & 1].store(0, std::memory_order_relaxed);
+      gen_.store(g + 1, std::memory_order_release);
+      gen_.notify_all();
+    } else {
+      for (unsigned spins = 0; gen_.load(std::memory_order_acquire) == g; ++spins) {
+        if (spins < 256) std::this_thread::yield();
+        else gen_.wait(g, std::memory_order_acquire);
+      }
+    }
+    return any_[g & 1].load(std::memory_order_relaxed) != 0;
+  }
+
+private:
+  unsigned n_;
+  std::atomic<unsigned> count_{0};
+  std::atomic<unsigned> gen_{0};
+  std::atomic<unsigned> any_[2] = {0, 0};
+};
+
+/// The threads of one worker of a host rank.
+class host_team {
+public:
+  host_team(host_barrier* bar, unsigned rank, unsigned size) : bar_(bar), rank_(rank), size_(size) {}
+  unsigned thread_rank() const { return rank_; }
+  unsigned size() const { return size_; }
+  void sync() {
+    if (size_ > 1) bar_->arrive_and_wait(false);
+  }
+  bool sync_any(bool p) { return size_ > 1 ? bar_->arrive_and_wait(p) : p; }
+
+private:
+  host_barrier* bar_;
+  unsigned rank_;
+  unsigned size_;
+};
+
+static_assert(scope<host_team>);
+
+} // namespace ark

@@ -1,0 +1,68 @@
+// ark/team/call_desc.hpp: what a rank believes the current call is. Senders write it into the header
+// of every pipeline step; receivers compare it with their own before touching the payload, so a
+// count, dtype, op, root or algorithm that differs between ranks becomes an error, never garbage.
+#pragma once
+
+#include "ark/config.hpp"
+#include "ark/core/error.hpp"
+
+#include <cstdint>
+
+namespace ark {
+
+enum class collective : std::uint8_t { all_reduce = 1, reduce_scatter, all_gather, broadcast, reduce, custom };
+
+inline const char* to_string(collective c) {
+  switch (c) {
+  case collective::all_reduce: return "all_reduce";
+  case collective::reduce_scatter: return "reduce_scatter";
+  case collective::all_gather: return "all_gather";
+  case collective::broadcast: return "broadcast";
+  case collective::reduce: return "reduce";
+  case collective::custom: return "custom";
+  }
+  return "unknown";
+}
+
+/// 16 bytes: the element count and the packed fields below.
+///   meta bits  0..7  collective     8..15 algorithm   16..23 dtype   24..31 op id
+///             32..39 protocol      40..55 workers     56..63 root
+struct call_desc {
+  std::uint64_t count = 0;
+  std::uint64_t meta = 0;
+
+  ARK_HD static call_desc make(collective kind, std::uint8_t algorithm, std::uint8_t dtype, std::uint8_t op,
+                               std::uint8_t protocol, unsigned workers, int root, std::uint64_t count) {
+    call_desc d;
+    d.count = count;
+    d.meta = std::uint64_t(static_cast<std::uint8_t>(kind)) | std::uint64_t(algorithm) << 8 |
+             std::uint64_t(dtype) << 16 | std::uint64_t(op) << 24 | std::uint64_t(protocol) << 32 |
+             std::uint64_t(workers & 0xffffu) << 40 | std::uint64_t(root & 0xff) << 56;
+    return d;
+  }
+
+  ARK_HD bool operator==(const call_desc& o) const { return count == o.count && meta == o.meta; }
+
+  /// The first field that differs from `o`, with both values; desc_field::none when equal.
+  ARK_HD desc_field first_difference(const call_desc& o, std::uint64_t& mine, std::uint64_t& theirs) const {
+    if (count != o.count) {
+      mine = count, theirs = o.count;
+      return desc_field::count;
+    }
+    constexpr desc_field fields[] = {desc_field::kind,     desc_field::algorithm, desc_field::dtype,
+                                     desc_field::op,       desc_field::protocol,  desc_field::workers,
+                                     desc_field::root};
+    constexpr unsigned shift[] = {0, 8, 16, 24, 32, 40, 56};
+    constexpr std::uint64_t mask[] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xffff, 0xff};
+    for (int i = 0; i < 7; ++i) {
+      const std::uint64_t a = (meta >> shift[i]) & mask[i], b = (o.meta >> shift[i]) & mask[i];
+      if (a != b) {
+        mine = a, theirs = b;
+        return fields[i];
+      }
+    }
+    return desc_field::none;
+  }
+};
+
+} // namespace ark

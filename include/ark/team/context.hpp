@@ -1,0 +1,177 @@
+// ark/team/context.hpp: one worker's view of the team during one collective call.
+//
+// A context bundles what the transport and the algorithms need and nothing they should find for
+// themselves: the scope (who cooperates), the team handle (where peers' memory is), this worker's
+// index, the call description and the first pipeline step of the call. It also owns the two
+// cross-cutting rules: every wait is bounded, and every failure is recorded, not thrown.
+#pragma once
+
+#include "ark/concepts/device.hpp"
+#include "ark/concepts/scope.hpp"
+#include "ark/team/call_desc.hpp"
+#include "ark/team/team.hpp"
+
+#include <cstddef>
+#include <cstdint>
+
+namespace ark {
+
+/// A contiguous run of elements.
+struct elem_range {
+  std::size_t begin = 0;
+  std::size_t len = 0;
+  ARK_HD std::size_t end() const { return begin + len; }
+};
+
+ARK_HD constexpr std::size_t div_up(std::size_t a, std::size_t b) { return (a + b - 1) / b; }
+template <class T>
+ARK_HD constexpr T min_of(T a, T b) { return b < a ? b : a; }
+
+/// Elements of T per 16 bytes: ranges are cut on 16-byte boundaries so vectors stay aligned.
+template <class T>
+inline constexpr std::size_t align_elems = sizeof(T) >= 16 ? 1 : 16 / sizeof(T);
+
+/// Part `i` of `parts` of `r`, cut on multiples of `align` elements. Every rank computes the same.
+ARK_HD inline elem_range split(elem_range r, unsigned parts, unsigned i, std::size_t align) {
+  const std::size_t units = div_up(r.len, align);
+  std::size_t b = units * i / parts * align, e = units * (i + 1) / parts * align;
+  b = min_of(b, r.len), e = min_of(e, r.len);
+  return {r.begin + b, e - b};
+}
+
+/// Records the first failure of a rank in its control block; later ones are dropped.
+template <device P>
+ARK_HD void record_error(control_block* ctl, errc code, std::uint32_t what, int peer, unsigned worker,
+                         std::uint64_t step, std::uint64_t mine, std::uint64_t theirs) {
+  error_record& e = ctl->err;
+  if (P::compare_exchange(&e.code, 0u, static_cast<std::uint32_t>(code))) {
+    e.peer = peer;
+    e.worker = worker;
+    e.what = what;
+    e.step = step;
+    e.mine = mine;
+    e.theirs = theirs;
+    P::fence();
+  }
+}
+
+template <device P, class B, scope G>
+class context {
+public:
+  using platform = P;
+  using backend = B;
+  using group_type = G;
+
+  G& g;
+  const team_view& team;
+  const unsigned worker;
+  const unsigned workers;
+  const call_desc desc;
+  const std::uint64_t round;  ///< first pipeline step of this call on every channel of this worker
+
+  ARK_HD context(G& grp, const team_view& t, unsigned w, unsigned nw, call_desc d)
+      : g(grp), team(t), worker(w), workers(nw), desc(d), round(t.lay.state(t.local(), w)->round) {}
+
+  ARK_HD int rank() const { return team.rank; }
+  ARK_HD int world() const { return team.world; }
+  ARK_HD const layout& lay() const { return team.lay; }
+  ARK_HD std::byte* local() const { return team.local(); }
+  ARK_HD std::byte* remote(int r) const { return team.base[r]; }
+
+  /// This worker's share of `count` elements.
+  template <class T>
+  ARK_HD elem_range partition(std::size_t count) const {
+    return split({0, count}, workers, worker, align_elems<T>);
+  }
+
+  /// Elements of T one pipeline step carries (a slot's payload), a multiple of align_elems<T>.
+  template <class T>
+  ARK_HD std::size_t piece_elems() const {
+    const std::size_t bytes = B::ll ? lay().ll_slot_bytes : lay().slot_bytes;
+    return bytes / sizeof(T) / align_elems<T> * align_elems<T>;
+  }
+
+  // -- failures ---------------------------------------------------------------------------------
+  ARK_HD bool aborted() const { return P::load_relaxed(&team.ctl->abort) != 0; }
+
+  /// Records the first failure of this rank; later ones are dropped.
+  ARK_HD void fail(errc code, std::uint32_t what, int peer, std::uint64_t step, std::uint64_t mine,
+                   std::uint64_t theirs) const {
+    record_error<P>(team.ctl, code, what, peer, worker, step, mine, theirs);
+  }
+
+  /// Spins until *flag >= value. On a timeout or an abort, records it and returns false.
+  ARK_HD bool wait_geq(const std::uint64_t* flag, std::uint64_t value, wait_kind kind, int peer) const {
+    std::uint64_t seen = P::load_acquire(flag);
+    if (seen >= value) return true;
+    const std::uint64_t start = P::now_ns();
+    for (unsigned spins = 0;; ++spins) {
+      P::pause(spins);
+      seen = P::load_acquire(flag);
+      if (seen >= value) return true;
+      if ((spins & 63u) == 63u && !keep_waiting(start, kind, peer, value, seen)) return false;
+    }
+  }
+
+  /// For pollers that spin themselves: false (and recorded) once the wait that began at `start`
+  /// has lasted too long or the communicator was aborted.
+  ARK_HD bool keep_waiting(std::uint64_t start, wait_kind kind, int peer, std::uint64_t expected,
+                           std::uint64_t seen) const {
+    if (aborted()) {
+      fail(errc::aborted, static_cast<std::uint32_t>(kind), peer, expected, expected, seen);
+      return false;
+    }
+    if (P::now_ns() - start > team.timeout_ns) {
+      fail(errc::timeout, static_cast<std::uint32_t>(kind), peer, expected, expected, seen);
+      return false;
+    }
+    return true;
+  }
+
+  /// Compares a peer's description of step `step` with ours; records a mismatch.
+  ARK_HD bool check_peer_call(const call_desc& theirs, std::uint64_t their_step, int peer, std::uint64_t step) const {
+    std::uint64_t a = 0, b = 0;
+    desc_field f = desc.first_difference(theirs, a, b);
+    if (f == desc_field::none && their_step != step) f = desc_field::sequence, a = step, b = their_step;
+    if (f == desc_field::none) return true;
+    fail(errc::mismatch, static_cast<std::uint32_t>(f), peer, step, a, b);
+    return false;
+  }
+
+  // -- synchronisation ---------------------------------------------------------------------------
+  /// Scope-collective barrier of this worker with the same worker of every rank: returns once
+  /// every rank reached it (false, recorded, on a timeout).
+  ARK_HD bool barrier() const {
+    worker_state* st = lay().state(local(), worker);
+    const std::uint64_t epoch = st->bar_epoch + 1;
+    const int tid = static_cast<int>(g.thread_rank()), nt = static_cast<int>(g.size());
+    g.sync();
+    for (int p = tid; p < world(); p += nt)
+      if (p != rank()) P::store_release(lay().bar(remote(p), worker, rank()), epoch);
+    bool ok = true;
+    for (int p = tid; p < world() && ok; p += nt)
+      if (p != rank()) ok = wait_geq(lay().bar(local(), worker, p), epoch, wait_kind::barrier, p);
+    const bool failed = g.sync_any(!ok);
+    if (g.thread_rank() == 0) st->bar_epoch = epoch;
+    g.sync();
+    return !failed;
+  }
+
+  // -- end of a call ----------------------------------------------------------------------------
+  /// Ends a call that used `steps` pipeline steps on every channel: waits for the DMA backend,
+  /// acknowledges the steps of channels the call left unused so that senders never wait on them,
+  /// and advances this worker's round. Scope-collective.
+  ARK_HD bool finish(std::uint64_t steps) const {
+    const bool ok = B::flush(*this);
+    if (steps == 0) return ok;
+    g.sync();
+    const std::uint64_t next = round + steps;
+    for (int p = static_cast<int>(g.thread_rank()); p < world(); p += static_cast<int>(g.size()))
+      if (p != rank()) P::store_release(lay().ack(remote(p), worker, rank()), next);
+    if (g.thread_rank() == 0) lay().state(local(), worker)->round = next;
+    g.sync();
+    return ok;
+  }
+};
+
+} // namespace ark

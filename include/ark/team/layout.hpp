@@ -1,0 +1,160 @@
+// ark/team/layout.hpp: where everything lives inside one rank's symmetric region.
+//
+// Every rank allocates one region of the same size and layout; peers map it and write into it.
+// For each worker w (a GPU block or a host thread team) and each peer, the region holds:
+//
+//   head[w][src]   flag: the last pipeline step rank `src` announced to us       (written by src)
+//   ack[w][dst]    flag: the last step rank `dst` finished reading from us        (written by dst)
+//   bar[w][src]    flag: the last barrier epoch rank `src` reached                (written by src)
+//   state[w]       our own step and barrier counters (never written by peers)
+//   hdr[w][src][slot]   32-byte header of the step in that slot: call description + step
+//   data[w][src][slot]  slot_bytes of payload, simple protocol
+//   ll[w][src][slot]    LL packets: 2 header packets + 16 bytes per 8 data bytes
+//   stage[w][dst][slot] local staging of what an engine backend sends to dst
+//   queue[w]            request queue of the host DMA engine
+//
+// Flags sit 64 bytes apart so that host threads do not false-share them.
+#pragma once
+
+#include "ark/config.hpp"
+#include "ark/core/error.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace ark {
+
+/// Sizes of a communicator's symmetric region; the same on every rank.
+struct team_config {
+  unsigned workers = 8;                    ///< most workers a call may use (each has its own slots)
+  unsigned slots = 8;                      ///< slots per channel: the largest usable Depth
+  std::size_t slot_bytes = 64 << 10;       ///< payload of a simple-protocol slot
+  std::size_t ll_slot_bytes = 16 << 10;    ///< payload of an LL slot (the packets take twice this)
+  bool staging = true;                     ///< reserve staging for engine backends
+};
+
+/// The header a sender writes next to each step's payload; the receiver checks it.
+struct slot_header {
+  std::uint64_t count;
+  std::uint64_t meta;
+  std::uint64_t step;
+  std::uint64_t reserved;
+};
+
+/// Per-worker counters that only the owning rank touches.
+struct worker_state {
+  std::uint64_t round;      ///< first pipeline step of the next call on every channel
+  std::uint64_t bar_epoch;  ///< barriers passed
+};
+
+/// One request in the host DMA engine's queue.
+struct engine_request {
+  std::uint64_t dst;    // destination address (0: none)
+  std::uint64_t src;    // source address
+  std::uint64_t bytes;
+  std::uint64_t flag;   // flag address to set after the copy (0: none)
+  std::uint64_t value;
+  std::uint64_t pad[3];
+};
+
+/// Producer/consumer counters of one worker's engine queue, followed by its requests.
+struct engine_queue {
+  std::uint64_t posted;
+  std::uint64_t pad0[7];
+  std::uint64_t completed;
+  std::uint64_t pad1[7];
+};
+
+/// Host-visible control block of a rank: its error record and abort flag.
+struct control_block {
+  error_record err;
+  std::uint64_t abort;
+  std::uint64_t pad[9];
+};
+
+struct layout {
+  static constexpr std::uint64_t flag_stride = 64;
+  static constexpr std::uint64_t ll_header_bytes = 32;  // two packets carry the 16-byte call description
+
+  std::uint32_t world = 0, workers = 0, slots = 0, queue_capacity = 0;
+  std::uint64_t slot_bytes = 0, ll_slot_bytes = 0, ll_slot_stride = 0;
+  std::uint64_t head_off = 0, ack_off = 0, bar_off = 0, state_off = 0, hdr_off = 0, data_off = 0, ll_off = 0,
+                stage_off = 0, queue_off = 0, total = 0;
+
+  ARK_HD std::uint64_t* head(std::byte* base, unsigned w, int src) const { return flag(base, head_off, w, src); }
+  ARK_HD std::uint64_t* ack(std::byte* base, unsigned w, int dst) const { return flag(base, ack_off, w, dst); }
+  ARK_HD std::uint64_t* bar(std::byte* base, unsigned w, int src) const { return flag(base, bar_off, w, src); }
+  ARK_HD worker_state* state(std::byte* base, unsigned w) const {
+    return reinterpret_cast<worker_state*>(base + state_off + w * flag_stride);
+  }
+  ARK_HD slot_header* hdr(std::byte* base, unsigned w, int src, std::uint64_t step) const {
+    return reinterpret_cast<slot_header*>(base + hdr_off + (chan(w, src) * slots + step % slots) * sizeof(slot_header));
+  }
+  ARK_HD std::byte* data(std::byte* base, unsigned w, int src, std::uint64_t step) const {
+    return base + data_off + (chan(w, src) * slots + step % slots) * slot_bytes;
+  }
+  ARK_HD std::uint64_t* ll(std::byte* base, unsigned w, int src, std::uint64_t step) const {
+    return reinterpret_cast<std::uint64_t*>(base + ll_off + (chan(w, src) * slots + step % slots) * ll_slot_stride);
+  }
+  ARK_HD std::byte* stage(std::byte* base, unsigned w, int dst, std::uint64_t step) const {
+    return base + stage_off + (chan(w, dst) * slots + step % slots) * slot_bytes;
+  }
+  ARK_HD engine_queue* queue(std::byte* base, unsigned w) const {
+    return reinterpret_cast<engine_queue*>(base + queue_off +
+                                           w * (sizeof(engine_queue) + queue_capacity * sizeof(engine_request)));
+  }
+  ARK_HD engine_request* requests(std::byte* base, unsigned w) const {
+    return reinterpret_cast<engine_request*>(queue(base, w) + 1);
+  }
+  ARK_HD bool has_staging() const { return queue_off > stage_off; }
+
+private:
+  ARK_HD std::uint64_t chan(unsigned w, int peer) const { return std::uint64_t(w) * world + unsigned(peer); }
+  ARK_HD std::uint64_t* flag(std::byte* base, std::uint64_t off, unsigned w, int peer) const {
+    return reinterpret_cast<std::uint64_t*>(base + off + chan(w, peer) * flag_stride);
+  }
+};
+
+namespace detail {
+inline std::uint64_t align_up(std::uint64_t x, std::uint64_t a) { return (x + a - 1) / a * a; }
+} // namespace detail
+
+/// Computes the layout for `world` ranks; throws invalid_argument on impossible sizes.
+inline layout make_layout(int world, const team_config& c) {
+  if (world < 1 || world > max_world)
+    detail::throw_invalid("communicator", "world size " + std::to_string(world) + " is outside [1, " +
+                                              std::to_string(max_world) + "]");
+  if (c.workers < 1 || c.workers > 4096) detail::throw_invalid("communicator", "workers must be in [1, 4096]");
+  if (c.slots < 1 || c.slots > 64) detail::throw_invalid("communicator", "slots must be in [1, 64]");
+  if (c.slot_bytes < 256 || c.slot_bytes % 256)
+    detail::throw_invalid("communicator", "slot_bytes must be a positive multiple of 256");
+  if (c.ll_slot_bytes < 256 || c.ll_slot_bytes % 256)
+    detail::throw_invalid("communicator", "ll_slot_bytes must be a positive multiple of 256");
+  layout l;
+  l.world = static_cast<std::uint32_t>(world);
+  l.workers = c.workers;
+  l.slots = c.slots;
+  l.queue_capacity = 2 * c.slots + 2;
+  l.slot_bytes = c.slot_bytes;
+  l.ll_slot_bytes = c.ll_slot_bytes;
+  l.ll_slot_stride = detail::align_up(2 * c.ll_slot_bytes + layout::ll_header_bytes, 256);
+  const std::uint64_t chans = std::uint64_t(c.workers) * std::uint64_t(world);
+  std::uint64_t off = 0;
+  l.head_off = off, off += chans * layout::flag_stride;
+  l.ack_off = off, off += chans * layout::flag_stride;
+  l.bar_off = off, off += chans * layout::flag_stride;
+  l.state_off = off, off += std::uint64_t(c.workers) * layout::flag_stride;
+  l.hdr_off = off, off += detail::align_up(chans * c.slots * sizeof(slot_header), 256);
+  l.data_off = off, off += chans * c.slots * c.slot_bytes;
+  l.ll_off = off, off += chans * c.slots * l.ll_slot_stride;
+  l.stage_off = off;
+  if (c.staging) off += chans * c.slots * c.slot_bytes;
+  l.queue_off = off;
+  if (c.staging)
+    off += detail::align_up(c.workers * (sizeof(engine_queue) + l.queue_capacity * sizeof(engine_request)), 256);
+  l.total = off;
+  return l;
+}
+
+} // namespace ark

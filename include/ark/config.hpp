@@ -37,8 +37,8 @@ namespace ark {
 /// rank, so this bounds their size (max_world * 8 bytes).
 inline constexpr int max_world = 64;
 
-/// Every buffer handed to a collective must be aligned to this many bytes: data moves in 16-byte
-/// vectors on every platform.
-inline constexpr std::size_t buffer_alignment = 16;
+/// Buffers aligned to this many bytes take the vector path; buffers that are only aligned to their
+/// element type (the requirement) are read and written element by element, correctly but slower.
+inline constexpr std::size_t vector_alignment = 16;
 
 } // namespace ark

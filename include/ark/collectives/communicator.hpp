@@ -135,15 +135,15 @@ public:
     // Exchange where every region lives, and check that every rank configured the same layout.
     struct card {
       typename P::ipc_handle handle;
-      std::uint64_t total, workers, slots, slot_bytes, ll_slot_bytes;
+      std::uint64_t total, workers, max_depth, slot_bytes, ll_slot_bytes;
     };
-    const card mine{P::export_handle(region_), team_.lay.total, team_.lay.workers, team_.lay.slots,
+    const card mine{P::export_handle(region_), team_.lay.total, team_.lay.workers, team_.lay.max_depth(),
                     team_.lay.slot_bytes, team_.lay.ll_slot_bytes};
     std::vector<card> all(world);
     boot_->all_gather(&mine, all.data(), sizeof(card));
     for (int r = 0; r < world; ++r) {
       const card& c = all[r];
-      if (c.total != mine.total || c.workers != mine.workers || c.slots != mine.slots ||
+      if (c.total != mine.total || c.workers != mine.workers || c.max_depth != mine.max_depth ||
           c.slot_bytes != mine.slot_bytes || c.ll_slot_bytes != mine.ll_slot_bytes)
         detail::throw_invalid("communicator", "rank " + std::to_string(r) + " configured a different team_config");
       team_.base[r] = r == rank ? region_.ptr : static_cast<std::byte*>(P::import_handle(c.handle, cfg_.device));
@@ -350,9 +350,9 @@ private:
 
   template <class B>
   void check_backend(const char* call) const {
-    if (B::depth > team_.lay.slots)
-      detail::throw_invalid(call, "pipeline depth " + std::to_string(B::depth) + " exceeds team_config.slots " +
-                                      std::to_string(team_.lay.slots));
+    if (B::depth > team_.lay.max_depth())
+      detail::throw_invalid(call, "pipeline depth " + std::to_string(B::depth) + " exceeds team_config.max_depth " +
+                                      std::to_string(team_.lay.max_depth()));
     if (!B::direct && !team_.lay.has_staging())
       detail::throw_invalid(call, "this DMA backend needs staging (team_config.staging = true)");
   }
@@ -396,9 +396,9 @@ private:
   template <class T>
   static void check_buffer(const char* call, const char* name, const T* p, std::size_t count) {
     if (count && !p) detail::throw_invalid(call, std::string(name) + " is null but count is " + std::to_string(count));
-    if (reinterpret_cast<std::uintptr_t>(p) % buffer_alignment)
-      detail::throw_invalid(call, std::string(name) + " " + pointer_name(p) + " is not " +
-                                      std::to_string(buffer_alignment) + "-byte aligned");
+    if (reinterpret_cast<std::uintptr_t>(p) % alignof(T))
+      detail::throw_invalid(call, std::string(name) + " " + pointer_name(p) + " is not aligned to its element type (" +
+                                      std::to_string(alignof(T)) + " bytes)");
   }
 
   /// Partially overlapping buffers are an error; `in_place` is the one overlap allowed.

@@ -51,7 +51,7 @@ struct device_comm {
       });
     } else {
       static_assert(dma_backend<B>, "ark: B is not a DMA backend (see ark/concepts/dma_backend.hpp)");
-      if (worker >= workers || workers > team.lay.workers || B::depth > team.lay.slots ||
+      if (worker >= workers || workers > team.lay.workers || B::depth > team.lay.max_depth() ||
           (!B::direct && !team.lay.has_staging())) {
         if (g.thread_rank() == 0)
           record_error<P>(team.ctl, errc::unsupported, 0, -1, worker, 0, workers, team.lay.workers);

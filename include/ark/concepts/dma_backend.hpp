@@ -12,8 +12,10 @@
 //        signal(ctx, remote_flag, value)                  set a peer's flag once earlier puts are visible
 //        wait(ctx, local_flag, value, kind, peer) -> bool bounded wait for flag >= value
 //        flush(ctx) -> bool                               local sources of earlier puts may be reused
-//   3. Channels: each (worker, sender, receiver) has `slots` pipeline slots; step k uses slot
-//      k % slots. Depth bounds how far a sender runs ahead of the receiver's acknowledgement.
+//   3. Channels: each (worker, sender, receiver) has max_depth + 1 pipeline slots; step k uses
+//      slot k % slots. A sender sends step k once the receiver finished step k - Depth - 1: it runs
+//      at most Depth steps ahead, and a rank that receives step k while sending step k + 1 to the
+//      same peer (a fused exchange) never waits on itself.
 //        send(ctx, peers, step, src, bytes) -> bool  move local bytes into the peers' slot and announce it
 //        open_send(ctx, peers, step) -> bool         wait until the peers' slot for `step` is free
 //        close_send(ctx, peers, step, bytes) -> bool announce what a pass wrote through tx views

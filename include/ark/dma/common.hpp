@@ -33,10 +33,11 @@ ARK_HD bool for_each_peer(const Ctx& ctx, peers ps, F&& f) {
 }
 
 /// Loads the first `valid` bytes of a V-byte vector at p, zero-filling the rest: never reads past
-/// the end of a user buffer.
+/// the end of a user buffer, and takes the byte path where p is not V-aligned.
 template <class P, std::size_t V>
 ARK_HD vec<V> load_prefix(const void* p, std::size_t valid) {
-  if (valid >= V) return P::template load<V>(p);
+  if (valid >= V && reinterpret_cast<std::uintptr_t>(p) % V == 0) return P::template load<V>(p);
+  if (valid > V) valid = V;
   vec<V> v{};
   const auto* s = static_cast<const unsigned char*>(p);
   auto* d = reinterpret_cast<unsigned char*>(&v);
@@ -44,10 +45,11 @@ ARK_HD vec<V> load_prefix(const void* p, std::size_t valid) {
   return v;
 }
 
-/// Stores the first `valid` bytes of v at p.
+/// Stores the first `valid` bytes of v at p (bytewise where p is not V-aligned).
 template <class P, std::size_t V>
 ARK_HD void store_prefix(void* p, const vec<V>& v, std::size_t valid) {
-  if (valid >= V) return P::template store<V>(p, v);
+  if (valid >= V && reinterpret_cast<std::uintptr_t>(p) % V == 0) return P::template store<V>(p, v);
+  if (valid > V) valid = V;
   const auto* s = reinterpret_cast<const unsigned char*>(&v);
   auto* d = static_cast<unsigned char*>(p);
   for (std::size_t i = 0; i < valid; ++i) d[i] = s[i];
@@ -66,11 +68,11 @@ ARK_HD void group_copy(const Ctx& ctx, void* dst, const void* src, std::size_t b
   for (std::size_t i = 16 * nv + tid; i < bytes; i += nt) d[i] = s[i];
 }
 
-/// One thread: waits until peer p acknowledged step - depth, i.e. our slot for `step` in p is free.
+/// One thread: waits until peer p finished step - depth - 1 (its ack reached step - depth), so that
+/// at most `depth` steps of ours are ahead of it and our slot for `step` in p is free.
 template <class Ctx>
 ARK_HD bool wait_credit(const Ctx& ctx, int p, std::uint64_t step, unsigned depth) {
-  return step + 1 <= depth ||
-         ctx.wait_geq(ctx.lay().ack(ctx.local(), ctx.worker, p), step + 1 - depth, wait_kind::credit, p);
+  return step <= depth || ctx.wait_geq(ctx.lay().ack(ctx.local(), ctx.worker, p), step - depth, wait_kind::credit, p);
 }
 
 /// Scope-collective: once every thread is done with the addressed peers' payload for `step`,

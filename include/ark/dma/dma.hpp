@@ -15,6 +15,7 @@ namespace dma {
 /// Chosen at run time: LL packets for small messages, thread copies above.
 struct automatic {
   static constexpr std::uint8_t id = 0;
+  static constexpr unsigned depth = default_depth;
 };
 } // namespace dma
 

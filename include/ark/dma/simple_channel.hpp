@@ -1,6 +1,6 @@
 // ark/dma/simple_channel.hpp: the "simple" channel protocol, built on put/signal/wait.
 //
-// A sender waits until the receiver acknowledged step - Depth (the slot is free), moves the
+// A sender waits until the receiver finished step - Depth - 1 (the slot is free), moves the
 // payload into the receiver's slot, writes the slot's header (call description and step), and
 // raises the receiver's head flag to step + 1. The receiver waits for head >= step + 1, checks the
 // header, reads the payload and raises the sender's ack flag to step + 1. Flags only grow, so
@@ -51,7 +51,7 @@ struct simple_channel {
     return {ctx.lay().data(ctx.local(), ctx.worker, peer, step)};
   }
 
-  /// Waits until every addressed peer acknowledged step - Depth.
+  /// Waits until every addressed peer finished step - Depth - 1.
   template <class Ctx>
   ARK_HD static bool open_send(const Ctx& ctx, peers ps, std::uint64_t step) {
     const bool ok = for_each_peer(ctx, ps, [&](int p) { return wait_credit(ctx, p, step, B::depth); });

@@ -7,6 +7,9 @@
 //   ack[w][dst]    flag: the last step rank `dst` finished reading from us        (written by dst)
 //   bar[w][src]    flag: the last barrier epoch rank `src` reached                (written by src)
 //   state[w]       our own step and barrier counters (never written by peers)
+// Each channel has max_depth + 1 slots: a sender runs at most Depth steps ahead of what the
+// receiver finished, while the receiver may still be reading one more.
+//
 //   hdr[w][src][slot]   32-byte header of the step in that slot: call description + step
 //   data[w][src][slot]  slot_bytes of payload, simple protocol
 //   ll[w][src][slot]    LL packets: 2 header packets + 16 bytes per 8 data bytes
@@ -28,7 +31,7 @@ namespace ark {
 /// Sizes of a communicator's symmetric region; the same on every rank.
 struct team_config {
   unsigned workers = 8;                    ///< most workers a call may use (each has its own slots)
-  unsigned slots = 8;                      ///< slots per channel: the largest usable Depth
+  unsigned max_depth = 8;                  ///< the largest pipeline Depth calls may use
   std::size_t slot_bytes = 64 << 10;       ///< payload of a simple-protocol slot
   std::size_t ll_slot_bytes = 16 << 10;    ///< payload of an LL slot (the packets take twice this)
   bool staging = true;                     ///< reserve staging for engine backends
@@ -108,6 +111,7 @@ struct layout {
     return reinterpret_cast<engine_request*>(queue(base, w) + 1);
   }
   ARK_HD bool has_staging() const { return queue_off > stage_off; }
+  ARK_HD unsigned max_depth() const { return slots - 1; }
 
 private:
   ARK_HD std::uint64_t chan(unsigned w, int peer) const { return std::uint64_t(w) * world + unsigned(peer); }
@@ -126,7 +130,7 @@ inline layout make_layout(int world, const team_config& c) {
     detail::throw_invalid("communicator", "world size " + std::to_string(world) + " is outside [1, " +
                                               std::to_string(max_world) + "]");
   if (c.workers < 1 || c.workers > 4096) detail::throw_invalid("communicator", "workers must be in [1, 4096]");
-  if (c.slots < 1 || c.slots > 64) detail::throw_invalid("communicator", "slots must be in [1, 64]");
+  if (c.max_depth < 1 || c.max_depth > 63) detail::throw_invalid("communicator", "max_depth must be in [1, 63]");
   if (c.slot_bytes < 256 || c.slot_bytes % 256)
     detail::throw_invalid("communicator", "slot_bytes must be a positive multiple of 256");
   if (c.ll_slot_bytes < 256 || c.ll_slot_bytes % 256)
@@ -134,8 +138,8 @@ inline layout make_layout(int world, const team_config& c) {
   layout l;
   l.world = static_cast<std::uint32_t>(world);
   l.workers = c.workers;
-  l.slots = c.slots;
-  l.queue_capacity = 2 * c.slots + 2;
+  l.slots = c.max_depth + 1;
+  l.queue_capacity = 2 * l.slots + 2;
   l.slot_bytes = c.slot_bytes;
   l.ll_slot_bytes = c.ll_slot_bytes;
   l.ll_slot_stride = detail::align_up(2 * c.ll_slot_bytes + layout::ll_header_bytes, 256);
@@ -145,11 +149,11 @@ inline layout make_layout(int world, const team_config& c) {
   l.ack_off = off, off += chans * layout::flag_stride;
   l.bar_off = off, off += chans * layout::flag_stride;
   l.state_off = off, off += std::uint64_t(c.workers) * layout::flag_stride;
-  l.hdr_off = off, off += detail::align_up(chans * c.slots * sizeof(slot_header), 256);
-  l.data_off = off, off += chans * c.slots * c.slot_bytes;
-  l.ll_off = off, off += chans * c.slots * l.ll_slot_stride;
+  l.hdr_off = off, off += detail::align_up(chans * l.slots * sizeof(slot_header), 256);
+  l.data_off = off, off += chans * l.slots * c.slot_bytes;
+  l.ll_off = off, off += chans * l.slots * l.ll_slot_stride;
   l.stage_off = off;
-  if (c.staging) off += chans * c.slots * c.slot_bytes;
+  if (c.staging) off += chans * l.slots * c.slot_bytes;
   l.queue_off = off;
   if (c.staging)
     off += detail::align_up(c.workers * (sizeof(engine_queue) + l.queue_capacity * sizeof(engine_request)), 256);

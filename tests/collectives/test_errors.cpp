@@ -1,0 +1,244 @@
+// Bad input is an error before anything moves; a mismatched call is an error, never garbage; a
+// rank that never arrives is a timeout within the bound; abort ends waits; teardown is clean.
+#include "../support/collective_check.hpp"
+
+#include <atomic>
+#include <chrono>
+
+using namespace ark_test;
+using namespace std::chrono_literals;
+
+namespace {
+
+template <class E, class F>
+std::string message_of(F&& f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what();
+  }
+  return "no exception";
+}
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+} // namespace
+
+TEST_CASE("errors: bad arguments are rejected before any data moves, and the communicator stays usable") {
+  test_world w(2);
+  std::vector<std::string> msgs[2];
+  std::vector<float> untouched[2];
+  w.run([&](comm_t& c, int rank) {
+    std::vector<float> in(64, 1.0f), out(64, -7.0f);
+    auto& m = msgs[rank];
+    m.push_back(message_of<ark::invalid_argument>([&] { c.all_reduce<ark::algo::one_shot>(static_cast<const float*>(nullptr), out.data(), 8); }));
+    m.push_back(message_of<ark::invalid_argument>([&] { c.all_reduce(in.data(), static_cast<float*>(nullptr), 8); }));
+    const float* odd = reinterpret_cast<const float*>(reinterpret_cast<const char*>(in.data()) + 2);
+    m.push_back(message_of<ark::invalid_argument>([&] { c.all_reduce(odd, out.data(), 8); }));
+    m.push_back(message_of<ark::invalid_argument>([&] { c.all_reduce(in.data(), in.data() + 4, 8); }));
+    m.push_back(message_of<ark::invalid_argument>([&] { c.broadcast(in.data(), out.data(), 8, 2); }));
+    m.push_back(message_of<ark::invalid_argument>([&] { c.reduce(in.data(), out.data(), 8, -1); }));
+    m.push_back(message_of<ark::invalid_argument>(
+        [&] { c.all_reduce<ark::algo::ring, ark::dma::thread_copy<9>>(in.data(), out.data(), 8); }));
+    ark::call_options<host> too_many;
+    too_many.workers = 99;
+    m.push_back(message_of<ark::invalid_argument>([&] { c.all_reduce(in.data(), out.data(), 8, ark::op::sum{}, too_many); }));
+    m.push_back(message_of<ark::invalid_argument>([&] { c.all_gather(out.data() + 2, out.data(), 4); }));
+    untouched[rank] = out;
+    // still usable: a correct call after the rejected ones
+    c.all_reduce(in.data(), out.data(), 64);
+    for (float v : out) REQUIRE(v == 2.0f);
+  });
+  for (int r = 0; r < 2; ++r) {
+    const auto& m = msgs[r];
+    CHECK(contains(m[0], "send buffer is null but count is 8"));
+    CHECK(contains(m[1], "recv buffer is null but count is 8"));
+    CHECK(contains(m[2], "send buffer"));
+    CHECK(contains(m[2], "is not aligned to its element type (4 bytes)"));
+    CHECK(contains(m[3], "overlap"));
+    CHECK(contains(m[4], "root 2 is outside [0, 2)"));
+    CHECK(contains(m[5], "root -1"));
+    CHECK(contains(m[6], "pipeline depth 9 exceeds team_config.max_depth 8"));
+    CHECK(contains(m[7], "workers 99 exceeds"));
+    CHECK(contains(m[8], "overlap"));
+    for (float v : untouched[r]) CHECK(v == -7.0f);
+  }
+}
+
+TEST_CASE("errors: world size zero or beyond the limit") {
+  CHECK(contains(message_of<ark::invalid_argument>([] { ark::in_process_group g(0); }), "world size 0"));
+  CHECK(contains(message_of<ark::invalid_argument>([] { ark::in_process_group g(ark::max_world + 1); }),
+                 "world size 65"));
+  CHECK(contains(message_of<ark::invalid_argument>([] { (void)ark::make_layout(0, ark::team_config{}); }),
+                 "world size 0 is outside [1, 64]"));
+  CHECK(contains(message_of<ark::invalid_argument>([] { (void)ark::make_layout(65, ark::team_config{}); }),
+                 "world size 65"));
+  CHECK(contains(message_of<ark::invalid_argument>([] {
+                   auto g = std::make_shared<ark::in_process_group>(2);
+                   ark::in_process_bootstrap b(g, 2);
+                 }),
+                 "rank 2 is outside [0, 2)"));
+}
+
+namespace {
+/// Runs `f` on every rank; expects every rank to throw a mismatch_error naming `field`, and
+/// checks that the outputs (poisoned with -7) were not touched.
+template <class F>
+void expect_mismatch(F f, ark::desc_field field) {
+  test_world w(2);
+  std::vector<std::vector<float>> outs(2);
+  const auto errs = w.try_run([&](comm_t& c, int rank) {
+    std::vector<float> in(300, 1.0f);
+    outs[rank].assign(300, -7.0f);
+    f(c, rank, in.data(), outs[rank].data());
+  });
+  for (int r = 0; r < 2; ++r) {
+    REQUIRE(errs[r]);
+    try {
+      std::rethrow_exception(errs[r]);
+    } catch (const ark::mismatch_error& e) {
+      CHECK(e.record().what == static_cast<std::uint32_t>(field));
+      CHECK(e.record().peer == 1 - r);
+      CHECK(contains(e.what(), ark::to_string(field)));
+    } catch (const std::exception& e) {
+      FAIL("expected a mismatch_error, got: " << e.what());
+    }
+    for (float v : outs[r]) REQUIRE(v == -7.0f);
+  }
+  // the communicator is unusable afterwards, with a clear error
+  const auto again = w.try_run([](comm_t& c, int) {
+    std::vector<float> in(16, 1.0f), out(16);
+    c.all_reduce(in.data(), out.data(), 16);
+  });
+  for (int r = 0; r < 2; ++r) {
+    REQUIRE(again[r]);
+    try {
+      std::rethrow_exception(again[r]);
+    } catch (const ark::error& e) {
+      CHECK(contains(e.what(), "unusable after an earlier failure"));
+    }
+  }
+}
+} // namespace
+
+TEST_CASE("errors: a count, dtype, op, algorithm or root that differs between ranks is a mismatch error") {
+  using one_shot = ark::algo::one_shot;
+  using tc = ark::dma::thread_copy<2>;
+  SUBCASE("count") {
+    expect_mismatch([](comm_t& c, int rank, float* in, float* out) { c.all_reduce<one_shot, tc>(in, out, rank ? 200 : 100); },
+                    ark::desc_field::count);
+  }
+  SUBCASE("dtype") {
+    expect_mismatch(
+        [](comm_t& c, int rank, float* in, float* out) {
+          if (rank) c.all_reduce<one_shot, tc>(reinterpret_cast<std::int32_t*>(in), reinterpret_cast<std::int32_t*>(out), 100);
+          else c.all_reduce<one_shot, tc>(in, out, 100);
+        },
+        ark::desc_field::dtype);
+  }
+  SUBCASE("op") {
+    expect_mismatch(
+        [](comm_t& c, int rank, float* in, float* out) {
+          if (rank) c.all_reduce<one_shot, tc>(in, out, 100, ark::op::max{});
+          else c.all_reduce<one_shot, tc>(in, out, 100, ark::op::sum{});
+        },
+        ark::desc_field::op);
+  }
+  SUBCASE("algorithm") {
+    expect_mismatch(
+        [](comm_t& c, int rank, float* in, float* out) {
+          if (rank) c.all_reduce<ark::algo::two_shot, tc>(in, out, 100);
+          else c.all_reduce<one_shot, tc>(in, out, 100);
+        },
+        ark::desc_field::algorithm);
+  }
+  SUBCASE("LL packets: count") {
+    expect_mismatch([](comm_t& c, int rank, float* in, float* out) {
+      c.all_reduce<one_shot, ark::dma::ll_packet<2>>(in, out, rank ? 64 : 32);
+    }, ark::desc_field::count);
+  }
+}
+
+TEST_CASE("errors: a root that differs between ranks ends in a timeout at the root, not in garbage") {
+  // Rooted collectives carry no reply, so a rank that names another root simply sends elsewhere:
+  // the real root waits for it and times out, with its output untouched.
+  auto cfg = small_config();
+  cfg.timeout = 300ms;
+  test_world w(3, cfg);
+  std::vector<float> root_out;
+  const auto errs = w.try_run([&](comm_t& c, int rank) {
+    std::vector<float> in(100, 1.0f), out(100, -7.0f);
+    try {
+      c.reduce<ark::dma::thread_copy<2>>(in.data(), out.data(), 100, rank == 2 ? 1 : 0);
+    } catch (...) {
+      if (rank == 0) root_out = out;
+      throw;
+    }
+  });
+  REQUIRE(errs[0]);
+  CHECK_THROWS_AS(std::rethrow_exception(errs[0]), ark::timeout_error);
+  for (float v : root_out) CHECK(v == -7.0f);
+}
+
+TEST_CASE("errors: a rank that never arrives is a timeout error within the bound, and teardown is clean") {
+  auto cfg = small_config();
+  cfg.timeout = 300ms;
+  std::vector<std::chrono::milliseconds> took(3);
+  std::vector<int> peer(3, -2);
+  {
+    test_world w(3, cfg);
+    const auto errs = w.try_run([&](comm_t& c, int rank) {
+      if (rank == 2) return;  // this rank never joins the call
+      std::vector<float> in(1000, 1.0f), out(1000);
+      const auto t0 = std::chrono::steady_clock::now();
+      try {
+        c.all_reduce(in.data(), out.data(), 1000);
+      } catch (const ark::timeout_error& e) {
+        took[rank] = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+        peer[rank] = e.record().peer;
+        throw;
+      }
+    });
+    for (int r = 0; r < 2; ++r) {
+      REQUIRE(errs[r]);
+      CHECK(took[r] >= 300ms);
+      CHECK(took[r] < 300ms + 1500ms);
+      CHECK(peer[r] == 2);
+    }
+    CHECK_FALSE(errs[2]);
+  }  // every communicator is destroyed here: the teardown barrier must not hang
+  SUBCASE("a rank that never builds its communicator") {
+    auto group = std::make_shared<ark::in_process_group>(2, 200ms);
+    const auto t0 = std::chrono::steady_clock::now();
+    CHECK_THROWS_AS(comm_t(ark::in_process_bootstrap(group, 0), cfg), ark::timeout_error);
+    CHECK(std::chrono::steady_clock::now() - t0 < 2s);
+  }
+}
+
+TEST_CASE("errors: abort from another thread ends a wait at once; later calls fail; teardown is clean") {
+  auto cfg = small_config();
+  cfg.timeout = 30s;
+  test_world w(2, cfg);
+  std::chrono::milliseconds took{};
+  std::string later;
+  const auto errs = w.try_run([&](comm_t& c, int rank) {
+    if (rank == 1) return;
+    std::thread killer([&] {
+      std::this_thread::sleep_for(100ms);
+      c.abort();
+    });
+    std::vector<float> in(100, 1.0f), out(100);
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      c.all_reduce(in.data(), out.data(), 100);
+    } catch (const ark::aborted_error&) {
+      took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+    }
+    killer.join();
+    later = message_of<ark::aborted_error>([&] { c.all_reduce(in.data(), out.data(), 100); });
+  });
+  CHECK_FALSE(errs[0]);
+  CHECK(took >= 100ms);
+  CHECK(took < 5s);
+  CHECK(contains(later, "aborted"));
+}

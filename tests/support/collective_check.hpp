@@ -1,0 +1,205 @@
+// tests/support/collective_check.hpp: runs one collective on every rank of a test_world, twice
+// (outputs poisoned with two different patterns, guard elements past the end), and checks every
+// output element of every rank against the reference, that both runs agree bit for bit, that
+// all-reduce results are bitwise identical across ranks, and that nothing past the end was written.
+#pragma once
+
+#include "harness.hpp"
+
+namespace ark_test {
+
+struct case_params {
+  std::size_t count = 0;
+  int root = 0;
+  bool in_place = false;
+  std::uint64_t seed = 1;
+};
+
+inline constexpr std::size_t guard = 16;
+
+template <ark::collective K>
+std::size_t in_elems(std::size_t count, int world) {
+  return K == ark::collective::reduce_scatter ? count * world : count;
+}
+template <ark::collective K>
+std::size_t out_elems(std::size_t count, int world) {
+  return K == ark::collective::all_gather ? count * world : count;
+}
+
+/// Calls collective K with algorithm A (ignored for broadcast/reduce) and backend B.
+template <ark::collective K, class A, class B, class T, class Op>
+void call(comm_t& c, const T* in, T* out, std::size_t count, int root) {
+  if constexpr (K == ark::collective::all_reduce) c.template all_reduce<A, B>(in, out, count, Op{});
+  else if constexpr (K == ark::collective::reduce_scatter) c.template reduce_scatter<A, B>(in, out, count, Op{});
+  else if constexpr (K == ark::collective::all_gather) c.template all_gather<A, B>(in, out, count);
+  else if constexpr (K == ark::collective::broadcast) c.template broadcast<B>(in, out, count, root);
+  else c.template reduce<B>(in, out, count, root, Op{});
+}
+
+/// The element `out[i]` of rank `rank` must equal: returns the contributions to reduce (one
+/// element: a copy) in rank order, or an empty vector if the element is unspecified.
+template <ark::collective K, class T, class Op>
+std::vector<T> expected_inputs(const case_params& p, int world, int rank, std::size_t i) {
+  std::vector<T> v;
+  switch (K) {
+  case ark::collective::all_reduce:
+    for (int r = 0; r < world; ++r) v.push_back(input<T, Op>(p.seed, r, i));
+    break;
+  case ark::collective::reduce_scatter:
+    for (int r = 0; r < world; ++r) v.push_back(input<T, Op>(p.seed, r, rank * p.count + i));
+    break;
+  case ark::collective::all_gather: v.push_back(input<T, Op>(p.seed, static_cast<int>(i / p.count), i % p.count)); break;
+  case ark::collective::broadcast: v.push_back(input<T, Op>(p.seed, p.root, i)); break;
+  default:
+    if (rank == p.root)
+      for (int r = 0; r < world; ++r) v.push_back(input<T, Op>(p.seed, r, i));
+  }
+  return v;
+}
+
+/// What one case calls: collective K with a given algorithm and backend.
+template <class T>
+struct callee {
+  void (*fn)(comm_t&, const T*, T*, std::size_t, int);
+  const char* algorithm;
+  int backend;
+  unsigned depth;
+};
+
+template <ark::collective K, class A, class B, class T, class Op>
+callee<T> make_callee() {
+  return {&call<K, A, B, T, Op>, A::name, B::id, B::depth};
+}
+
+/// Checks one case; templated on what the check depends on only, so that each (algorithm,
+/// backend) pair adds nothing but its own call to the build.
+template <ark::collective K, class T, class Op>
+void check_collective(test_world& w, const case_params& p, const callee<T>& f) {
+  const int world = w.size();
+  const std::size_t nin = in_elems<K>(p.count, world), nout = out_elems<K>(p.count, world);
+  std::vector<std::vector<T>> runs[2];
+  runs[0].resize(world), runs[1].resize(world);
+  w.run([&](comm_t& c, int rank) {
+    for (int run = 0; run < 2; ++run) {
+      const unsigned char pattern = run ? 0x5a : 0xff;
+      std::vector<T> in(nin), out(nout + guard);
+      for (std::size_t i = 0; i < nin; ++i) in[i] = input<T, Op>(p.seed, rank, i);
+      poison(out, pattern);
+      if (!p.in_place) {
+        f.fn(c, in.data(), out.data(), p.count, p.root);
+      } else {
+        // one buffer: the input sits where the collective reads it in place
+        std::vector<T> buf(std::max(nin, nout) + guard);
+        poison(buf, pattern);
+        T* in_ptr = buf.data();
+        T* out_ptr = buf.data();
+        if (K == ark::collective::reduce_scatter) out_ptr = buf.data() + rank * p.count;
+        if (K == ark::collective::all_gather) in_ptr = buf.data() + rank * p.count;
+        if (K != ark::collective::broadcast || rank == p.root)
+          std::copy(in.begin(), in.end(), in_ptr);
+        f.fn(c, in_ptr, out_ptr, p.count, p.root);
+        std::copy(out_ptr, out_ptr + nout, out.begin());
+        // the guard is what follows the output in the same buffer
+        std::copy(out_ptr + nout, out_ptr + nout + guard, out.begin() + nout);
+        if (K == ark::collective::reduce_scatter) {  // elements past this rank's block hold input
+          for (std::size_t g = 0; g < guard; ++g) std::memset(&out[nout + g], pattern, sizeof(T));
+        }
+      }
+      runs[run][rank] = std::move(out);
+    }
+  });
+  std::vector<std::string> failures;
+  auto fail = [&](const std::string& s) {
+    if (failures.size() < 5) failures.push_back(s);
+  };
+  std::vector<unsigned char> guard_bytes[2];
+  for (int run = 0; run < 2; ++run) guard_bytes[run].assign(guard * sizeof(T), run ? 0x5a : 0xff);
+  for (int rank = 0; rank < world; ++rank) {
+    for (int run = 0; run < 2; ++run) {
+      const auto& out = runs[run][rank];
+      if (!(p.in_place && K == ark::collective::reduce_scatter) &&
+          std::memcmp(out.data() + nout, guard_bytes[run].data(), guard * sizeof(T)) != 0)
+        fail("rank " + std::to_string(rank) + ": wrote past the end of the output");
+    }
+    for (std::size_t i = 0; i < nout; ++i) {
+      const std::vector<T> vals = expected_inputs<K, T, Op>(p, world, rank, i);
+      if (vals.empty()) continue;
+      for (int run = 0; run < 2; ++run) {
+        const T got = runs[run][rank][i];
+        bool ok;
+        std::string want;
+        if (vals.size() == 1 && K != ark::collective::all_reduce && K != ark::collective::reduce_scatter &&
+            K != ark::collective::reduce) {
+          ok = std::memcmp(&got, &vals[0], sizeof(T)) == 0;
+          want = show(vals[0]);
+        } else {
+          const auto ref = reduce_reference<T, Op>(vals);
+          ok = matches(got, ref, world);
+          want = is_float<T> && !std::is_same_v<Op, ark::op::min> && !std::is_same_v<Op, ark::op::max>
+                     ? std::to_string(ref.value) : show(ref.exact);
+        }
+        if (!ok)
+          fail("rank " + std::to_string(rank) + " run " + std::to_string(run) + " element " + std::to_string(i) +
+               ": got " + show(got) + ", want " + want);
+      }
+      if (std::memcmp(&runs[0][rank][i], &runs[1][rank][i], sizeof(T)) != 0)
+        fail("rank " + std::to_string(rank) + " element " + std::to_string(i) + ": two runs differ bitwise");
+      if (K == ark::collective::all_reduce && rank > 0 && std::memcmp(&runs[0][rank][i], &runs[0][0][i], sizeof(T)) != 0)
+        fail("element " + std::to_string(i) + ": ranks 0 and " + std::to_string(rank) + " differ bitwise");
+    }
+  }
+  INFO(ark::to_string(K), " ", f.algorithm, " backend ", f.backend, " depth ", f.depth, " ", ark::dtype_traits<T>::name,
+       " op ", int(ark::op_id<Op>), " world ", world, " count ", p.count, p.in_place ? " in place" : "",
+       " root ", p.root);
+  CHECK_MESSAGE(failures.empty(), (failures.empty() ? std::string() : failures[0]));
+}
+
+/// Sizes every matrix covers: zero, one, odd, not a multiple of a slot, several slots.
+inline const std::vector<std::size_t>& matrix_sizes() {
+  static const std::vector<std::size_t> sizes{0, 1, 7, 67, 1000, 3001};
+  return sizes;
+}
+
+inline const std::vector<int>& matrix_worlds() {
+  static const std::vector<int> worlds{1, 2, 3, 4, 8};
+  return worlds;
+}
+
+template <class... Ts>
+struct type_list {};
+
+/// Calls f(Ts{}) for each type.
+template <class... Ts, class F>
+void for_each_type(type_list<Ts...>, F&& f) {
+  (f(Ts{}), ...);
+}
+
+using all_ops = type_list<ark::op::sum, ark::op::prod, ark::op::min, ark::op::max, ark::op::avg>;
+
+template <template <unsigned> class B>
+using all_depths = type_list<B<1>, B<2>, B<4>, B<8>>;
+
+} // namespace ark_test
+
+namespace ark_test {
+
+/// Every world x algorithm x backend x op x size (in place and not) of collective K for type T.
+template <ark::collective K, class T, class Algos, class Backends, class Ops>
+void run_matrix(Algos algos, Backends backends, Ops ops, comm_t::config cfg = small_config()) {
+  for (int world : matrix_worlds()) {
+    test_world w(world, cfg);
+    for_each_type(algos, [&](auto a) {
+      for_each_type(backends, [&](auto b) {
+        for_each_type(ops, [&](auto op) {
+          std::uint64_t seed = 1;
+          for (std::size_t count : matrix_sizes())
+            for (bool in_place : {false, true})
+              check_collective<K, T, decltype(op)>(w, {count, static_cast<int>(count % world), in_place, seed++},
+                                                   make_callee<K, decltype(a), decltype(b), T, decltype(op)>());
+        });
+      });
+    });
+  }
+}
+
+} // namespace ark_test

@@ -1,0 +1,68 @@
+// The symmetric region's layout: sections in order and disjoint, slots wrap, bad sizes rejected;
+// and the call description's field-by-field comparison.
+#include "ark/team/call_desc.hpp"
+#include "ark/team/context.hpp"
+
+#include <doctest/doctest.h>
+
+TEST_CASE("layout: sections are ordered, disjoint and sized by the configuration") {
+  ark::team_config c;
+  c.workers = 3;
+  c.max_depth = 4;
+  c.slot_bytes = 4096;
+  c.ll_slot_bytes = 1024;
+  const ark::layout l = ark::make_layout(5, c);
+  CHECK(l.slots == 5);
+  CHECK(l.max_depth() == 4);
+  CHECK(l.head_off < l.ack_off);
+  CHECK(l.ack_off < l.bar_off);
+  CHECK(l.hdr_off < l.data_off);
+  CHECK(l.ll_off - l.data_off == 3u * 5 * 5 * 4096);
+  CHECK(l.ll_slot_stride >= 2 * 1024 + 32);
+  CHECK(l.has_staging());
+  std::byte* base = nullptr;
+  // the slot of step k is step % slots; distinct (worker, peer) pairs never share slots
+  CHECK(l.data(base, 1, 2, 7) == l.data(base, 1, 2, 2));
+  CHECK(l.data(base, 1, 2, 0) != l.data(base, 2, 1, 0));
+  CHECK(l.data(base, 2, 4, 4) + 4096 <= base + l.ll_off);
+  CHECK(reinterpret_cast<std::byte*>(l.requests(base, 2) + l.queue_capacity) <= base + l.total);
+  c.staging = false;
+  CHECK_FALSE(ark::make_layout(5, c).has_staging());
+  c.max_depth = 0;
+  CHECK_THROWS_AS(ark::make_layout(2, c), ark::invalid_argument);
+  c.max_depth = 2;
+  c.slot_bytes = 100;
+  CHECK_THROWS_AS(ark::make_layout(2, c), ark::invalid_argument);
+}
+
+TEST_CASE("split: every part is aligned, the parts tile the range, every rank computes the same") {
+  for (std::size_t len : {0ul, 1ul, 7ul, 64ul, 1001ul})
+    for (unsigned parts : {1u, 3u, 8u}) {
+      std::size_t next = 5;
+      for (unsigned i = 0; i < parts; ++i) {
+        const ark::elem_range r = ark::split({5, len}, parts, i, 4);
+        CHECK(r.begin == next);
+        CHECK((r.begin - 5) % 4 == 0);
+        next = r.end();
+      }
+      CHECK(next == 5 + len);
+    }
+}
+
+TEST_CASE("call_desc: the first differing field is named with both values") {
+  using ark::collective;
+  const auto a = ark::call_desc::make(collective::all_reduce, 1, 0, 0, 1, 4, 0, 100);
+  std::uint64_t mine = 0, theirs = 0;
+  CHECK(a.first_difference(a, mine, theirs) == ark::desc_field::none);
+  auto b = ark::call_desc::make(collective::all_reduce, 1, 0, 0, 1, 4, 0, 101);
+  CHECK(a.first_difference(b, mine, theirs) == ark::desc_field::count);
+  CHECK(mine == 100);
+  CHECK(theirs == 101);
+  b = ark::call_desc::make(collective::all_reduce, 1, 5, 0, 1, 4, 0, 100);
+  CHECK(a.first_difference(b, mine, theirs) == ark::desc_field::dtype);
+  b = ark::call_desc::make(collective::all_reduce, 1, 0, 0, 1, 9, 0, 100);
+  CHECK(a.first_difference(b, mine, theirs) == ark::desc_field::workers);
+  CHECK(theirs == 9);
+  b = ark::call_desc::make(collective::broadcast, 1, 0, 0, 1, 4, 3, 100);
+  CHECK(a.first_difference(b, mine, theirs) == ark::desc_field::kind);
+}

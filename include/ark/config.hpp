@@ -31,6 +31,19 @@
 #define ARK_FORCEINLINE inline __attribute__((always_inline))
 #endif
 
+// The body of a function that generic (host and device) code may name but that only ever runs on
+// the host (the host platform and its scope): in a device pass it is a stub that traps.
+#if defined(ARK_DEVICE_PASS)
+#define ARK_HOST_BODY(...)                                                                                   \
+  {                                                                                                          \
+    __builtin_trap();                                                                                        \
+    __builtin_unreachable();                                                                                 \
+  }
+#else
+#define ARK_HOST_BODY(...)                                                                                   \
+  { __VA_ARGS__ }
+#endif
+
 namespace ark {
 
 /// Largest number of ranks a communicator may have. Kernel-facing handles hold one base pointer per

@@ -58,10 +58,7 @@ public:
       host_team g(&b.bars[w], tid % b.shape.threads, b.shape.threads);
       (*b.work)(g, w, b.shape.workers);
     };
-    while (helpers_.size() + 1 < total) {
-      const unsigned tid = static_cast<unsigned>(helpers_.size()) + 1;
-      helpers_.emplace_back([this, tid] { helper(tid); });
-    }
+    grow(total);
     job_ = job{&b, invoke, total};
     done_.store(0);
     error_ = nullptr;
@@ -80,6 +77,18 @@ private:
     unsigned threads;
   };
 
+  /// Spawns helpers until there are total - 1 of them (the caller is thread 0).
+  void grow(unsigned total) {
+    if (helpers_.size() + 1 >= total) return;
+    std::vector<std::thread> all;
+    all.reserve(total - 1);
+    for (auto& t : helpers_) all.push_back(std::move(t));
+    const std::uint64_t now = generation_.load();  // new helpers wait for the next launch
+    for (unsigned tid = static_cast<unsigned>(all.size()) + 1; tid < total; ++tid)
+      all.push_back(std::thread([this, tid, now] { helper(tid, now); }));
+    helpers_.swap(all);
+  }
+
   void run_one(unsigned tid) {
     if (tid >= job_.threads) return;
     try {
@@ -90,8 +99,7 @@ private:
     }
   }
 
-  void helper(unsigned tid) {
-    std::uint64_t seen = 0;
+  void helper(unsigned tid, std::uint64_t seen) {
     for (;;) {
       std::uint64_t g;
       while ((g = generation_.load(std::memory_order_acquire)) == seen) generation_.wait(seen);
@@ -133,34 +141,28 @@ struct host {
   };
 
   // 1. atomics ---------------------------------------------------------------------------------
-  static std::uint64_t load_acquire(const std::uint64_t* p) {
-    return std::atomic_ref<std::uint64_t>(*const_cast<std::uint64_t*>(p)).load(std::memory_order_acquire);
-  }
-  static std::uint64_t load_relaxed(const std::uint64_t* p) {
-    return std::atomic_ref<std::uint64_t>(*const_cast<std::uint64_t*>(p)).load(std::memory_order_relaxed);
-  }
-  static void store_release(std::uint64_t* p, std::uint64_t v) {
-    std::atomic_ref<std::uint64_t>(*p).store(v, std::memory_order_release);
-  }
-  static void store_relaxed(std::uint64_t* p, std::uint64_t v) {
-    std::atomic_ref<std::uint64_t>(*p).store(v, std::memory_order_relaxed);
-  }
-  static std::uint64_t fetch_add(std::uint64_t* p, std::uint64_t v) {
-    return std::atomic_ref<std::uint64_t>(*p).fetch_add(v, std::memory_order_acq_rel);
-  }
-  static bool compare_exchange(std::uint32_t* p, std::uint32_t expected, std::uint32_t desired) {
-    return std::atomic_ref<std::uint32_t>(*p).compare_exchange_strong(expected, desired, std::memory_order_acq_rel);
-  }
-  static void fence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+  // Sections 1-4 are callable from generic host/device code (ARK_HD) so that nvcc and hipcc accept
+  // algorithms instantiated for the host platform; their bodies exist in host compilation only.
+  ARK_HD static std::uint64_t load_acquire(const std::uint64_t* p) ARK_HOST_BODY(
+    return std::atomic_ref<std::uint64_t>(*const_cast<std::uint64_t*>(p)).load(std::memory_order_acquire);)
+  ARK_HD static std::uint64_t load_relaxed(const std::uint64_t* p) ARK_HOST_BODY(
+    return std::atomic_ref<std::uint64_t>(*const_cast<std::uint64_t*>(p)).load(std::memory_order_relaxed);)
+  ARK_HD static void store_release(std::uint64_t* p, std::uint64_t v) ARK_HOST_BODY(
+    std::atomic_ref<std::uint64_t>(*p).store(v, std::memory_order_release);)
+  ARK_HD static void store_relaxed(std::uint64_t* p, std::uint64_t v) ARK_HOST_BODY(
+    std::atomic_ref<std::uint64_t>(*p).store(v, std::memory_order_relaxed);)
+  ARK_HD static std::uint64_t fetch_add(std::uint64_t* p, std::uint64_t v) ARK_HOST_BODY(
+    return std::atomic_ref<std::uint64_t>(*p).fetch_add(v, std::memory_order_acq_rel);)
+  ARK_HD static bool compare_exchange(std::uint32_t* p, std::uint32_t expected, std::uint32_t desired) ARK_HOST_BODY(
+    return std::atomic_ref<std::uint32_t>(*p).compare_exchange_strong(expected, desired, std::memory_order_acq_rel);)
+  ARK_HD static void fence() ARK_HOST_BODY(std::atomic_thread_fence(std::memory_order_seq_cst);)
 
   // 2. clock -----------------------------------------------------------------------------------
-  static std::uint64_t now_ns() {
+  ARK_HD static std::uint64_t now_ns() ARK_HOST_BODY(
     return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                          std::chrono::steady_clock::now().time_since_epoch())
-                                          .count());
-  }
+                                          std::chrono::steady_clock::now().time_since_epoch()).count());)
   /// Ranks may outnumber cores: spin briefly, then yield, then sleep a little.
-  static void pause(unsigned spins) {
+  ARK_HD static void pause(unsigned spins) ARK_HOST_BODY(
     if (spins < 16) {
 #if defined(__x86_64__) || defined(__i386__)
       _mm_pause();
@@ -169,35 +171,27 @@ struct host {
       std::this_thread::yield();
     } else {
       std::this_thread::sleep_for(std::chrono::microseconds(20));
-    }
-  }
+    })
 
   // 3. vectors ---------------------------------------------------------------------------------
   template <std::size_t V>
-  static vec<V> load(const void* p) {
+  ARK_HD static vec<V> load(const void* p) ARK_HOST_BODY(
     vec<V> v;
     std::memcpy(&v, p, V);
-    return v;
-  }
+    return v;)
   /// Peers' data is read after acquiring their flag; on the host an ordinary load suffices.
   template <std::size_t V>
-  static vec<V> load_peer(const void* p) {
-    return load<V>(p);
-  }
+  ARK_HD static vec<V> load_peer(const void* p) ARK_HOST_BODY(return load<V>(p);)
   template <std::size_t V>
-  static void store(void* p, const vec<V>& v) {
-    std::memcpy(p, &v, V);
-  }
+  ARK_HD static void store(void* p, const vec<V>& v) ARK_HOST_BODY(std::memcpy(p, &v, V);)
 
   // 4. LL packets ------------------------------------------------------------------------------
-  static void store_ll(std::uint64_t* p, std::uint64_t a, std::uint64_t b) {
+  ARK_HD static void store_ll(std::uint64_t* p, std::uint64_t a, std::uint64_t b) ARK_HOST_BODY(
     std::atomic_ref<std::uint64_t>(p[0]).store(a, std::memory_order_relaxed);
-    std::atomic_ref<std::uint64_t>(p[1]).store(b, std::memory_order_relaxed);
-  }
-  static void load_ll(const std::uint64_t* p, std::uint64_t& a, std::uint64_t& b) {
+    std::atomic_ref<std::uint64_t>(p[1]).store(b, std::memory_order_relaxed);)
+  ARK_HD static void load_ll(const std::uint64_t* p, std::uint64_t& a, std::uint64_t& b) ARK_HOST_BODY(
     a = std::atomic_ref<std::uint64_t>(const_cast<std::uint64_t*>(p)[0]).load(std::memory_order_relaxed);
-    b = std::atomic_ref<std::uint64_t>(const_cast<std::uint64_t*>(p)[1]).load(std::memory_order_relaxed);
-  }
+    b = std::atomic_ref<std::uint64_t>(const_cast<std::uint64_t*>(p)[1]).load(std::memory_order_relaxed);)
 
   // 5. memory ----------------------------------------------------------------------------------
   static memory allocate(std::size_t bytes, int /*device*/) {

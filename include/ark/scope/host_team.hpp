@@ -51,12 +51,10 @@ private:
 class host_team {
 public:
   host_team(host_barrier* bar, unsigned rank, unsigned size) : bar_(bar), rank_(rank), size_(size) {}
-  unsigned thread_rank() const { return rank_; }
-  unsigned size() const { return size_; }
-  void sync() {
-    if (size_ > 1) bar_->arrive_and_wait(false);
-  }
-  bool sync_any(bool p) { return size_ > 1 ? bar_->arrive_and_wait(p) : p; }
+  ARK_HD unsigned thread_rank() const { return rank_; }
+  ARK_HD unsigned size() const { return size_; }
+  ARK_HD void sync() ARK_HOST_BODY(if (size_ > 1) bar_->arrive_and_wait(false);)
+  ARK_HD bool sync_any(bool p) ARK_HOST_BODY(return size_ > 1 ? bar_->arrive_and_wait(p) : p;)
 
 private:
   host_barrier* bar_;

@@ -37,7 +37,7 @@ std::vector<row> rank_main(std::shared_ptr<ark::in_process_group> group, int ran
     const int iters = bytes <= (1 << 20) ? 50 : bytes <= (64 << 20) ? 10 : 3;
     std::vector<double> times;
     bool ok = true;
-    for (int it = -1; it < iters; ++it) {  // it == -1: warm-up, also checked
+    for (int it = -1; it < iters; ++it) { // it == -1: warm-up, also checked
       for (std::size_t i = 0; i < n; ++i) host[i] = static_cast<float>((i + rank) % 17);
       P::copy(data, host.data(), bytes);
       comm.all_reduce(data, data, n);
@@ -45,12 +45,13 @@ std::vector<row> rank_main(std::shared_ptr<ark::in_process_group> group, int ran
       const auto t0 = std::chrono::steady_clock::now();
       comm.all_reduce(data, data, n);
       comm.synchronize();
-      times.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+      times.push_back(
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
       P::copy(host.data(), data, bytes);
       for (std::size_t i = 0; i < n && ok; ++i) {
         float once = 0;
         for (int r = 0; r < world; ++r) once += static_cast<float>((i + r) % 17);
-        ok = host[i] == once * world;  // the second all-reduce sums `world` copies of the first
+        ok = host[i] == once * world; // the second all-reduce sums `world` copies of the first
       }
     }
     std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
@@ -69,20 +70,20 @@ int run(int world, std::size_t max_bytes) {
   std::vector<std::thread> ranks;
   for (int r = 0; r < world; ++r) ranks.emplace_back([&, r] { rows[r] = rank_main<P>(group, r, max_bytes); });
   for (auto& t : ranks) t.join();
-  std::printf("# ark all-reduce demo: platform %s, %d ranks, float sum, in place, median of timed calls\n", P::name,
-              world);
-  std::printf("%12s %10s %-9s %-12s %10s %9s %9s %6s\n", "size(B)", "count", "algorithm", "backend", "time(us)",
-              "algbw", "busbw", "check");
+  std::printf("# ark all-reduce demo: platform %s, %d ranks, float sum, in place, median of timed calls\n",
+              P::name, world);
+  std::printf("%12s %10s %-9s %-12s %10s %9s %9s %6s\n", "size(B)", "count", "algorithm", "backend",
+              "time(us)", "algbw", "busbw", "check");
   bool all_ok = true;
   for (std::size_t k = 0; k < rows[0].size(); ++k) {
     const row& r0 = rows[0][k];
     bool ok = true;
     for (int r = 0; r < world; ++r) ok = ok && rows[r][k].ok;
     all_ok = all_ok && ok;
-    const double algbw = r0.bytes / r0.us / 1e3;  // GB/s
+    const double algbw = r0.bytes / r0.us / 1e3; // GB/s
     const double busbw = algbw * 2.0 * (world - 1) / world;
-    std::printf("%12zu %10zu %-9s %-12s %10.2f %9.2f %9.2f %6s\n", r0.bytes, r0.bytes / sizeof(float), r0.algorithm,
-                r0.backend, r0.us, algbw, busbw, ok ? "ok" : "WRONG");
+    std::printf("%12zu %10zu %-9s %-12s %10.2f %9.2f %9.2f %6s\n", r0.bytes, r0.bytes / sizeof(float),
+                r0.algorithm, r0.backend, r0.us, algbw, busbw, ok ? "ok" : "WRONG");
   }
   return all_ok ? 0 : 1;
 }
@@ -91,7 +92,8 @@ int run(int world, std::size_t max_bytes) {
 
 int main() {
 #if defined(ARK_GPU_COMPILER)
-  if (const int gpus = ark::platform::gpu::device_count(); gpus > 0) return run<ark::platform::gpu>(gpus, 256u << 20);
+  if (const int gpus = ark::platform::gpu::device_count(); gpus > 0)
+    return run<ark::platform::gpu>(gpus, 256u << 20);
 #endif
   return run<ark::platform::host>(4, 16u << 20);
 }

@@ -11,15 +11,16 @@ struct hello {
       examples::buffer<P, float> data(n, rank);
       data.upload(std::vector<float>(n, static_cast<float>(rank + 1)));
 
-      comm.all_reduce(data.data(), data.data(), n);  // in place; algorithm chosen from size and world
-      comm.synchronize();                            // waits for the stream; throws if the call failed
+      comm.all_reduce(data.data(), data.data(), n); // in place; algorithm chosen from size and world
+      comm.synchronize();                           // waits for the stream; throws if the call failed
 
       const float want = world * (world + 1) / 2.0f;
       for (float v : data.download())
         if (v != want) return false;
       return true;
     });
-    std::printf("%s: all-reduce of 1 Mi floats over %d ranks: %s\n", P::name, world, rc ? "WRONG" : "correct");
+    std::printf("%s: all-reduce of 1 Mi floats over %d ranks: %s\n", P::name, world,
+                rc ? "WRONG" : "correct");
     return rc;
   }
 };

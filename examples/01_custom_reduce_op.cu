@@ -5,7 +5,7 @@
 
 /// The value of largest magnitude, sign kept.
 struct absmax {
-  static constexpr std::uint8_t id = 64;  // optional: lets ranks check they all use the same op
+  static constexpr std::uint8_t id = 64; // optional: lets ranks check they all use the same op
   template <class A>
   ARK_HD A operator()(A a, A b) const {
     return (a < A(0) ? -a : a) < (b < A(0) ? -b : b) ? b : a;
@@ -29,7 +29,8 @@ struct custom_op {
         if (static_cast<float>(out[i]) != static_cast<float>(i % 2 ? world - 1 : -(world - 1))) return false;
       return true;
     });
-    std::printf("%s: absmax all-reduce of bf16 over %d ranks: %s\n", P::name, world, rc ? "WRONG" : "correct");
+    std::printf("%s: absmax all-reduce of bf16 over %d ranks: %s\n", P::name, world,
+                rc ? "WRONG" : "correct");
     return rc;
   }
 };

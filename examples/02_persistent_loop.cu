@@ -8,7 +8,7 @@
 /// its all-reduce covers, so no grid-wide barrier is needed between the steps.
 template <class P>
 struct training_loop {
-  ark::device_comm<P> comm;  // trivially copyable: passed to the kernel by value
+  ark::device_comm<P> comm; // trivially copyable: passed to the kernel by value
   float* grad;
   std::size_t n;
   int steps;
@@ -18,10 +18,11 @@ struct training_loop {
     const ark::elem_range mine = ark::split({0, n}, workers, worker, ark::align_elems<float>);
     for (int s = 0; s < steps; ++s) {
       for (std::size_t i = mine.begin + block.thread_rank(); i < mine.end(); i += block.size())
-        grad[i] = static_cast<float>(comm.rank() + s);  // "compute"
+        grad[i] = static_cast<float>(comm.rank() + s); // "compute"
       block.sync();
-      if (!comm.template all_reduce<ark::algo::one_shot, ark::dma::ll_packet<4>>(block, worker, workers, grad, grad, n))
-        return false;  // the failure is recorded; the host sees it in comm.synchronize()
+      if (!comm.template all_reduce<ark::algo::one_shot, ark::dma::ll_packet<4>>(block, worker, workers, grad,
+                                                                                 grad, n))
+        return false; // the failure is recorded; the host sees it in comm.synchronize()
       block.sync();
     }
     return true;
@@ -48,7 +49,7 @@ struct persistent {
     const int steps = 100;
     const int rc = examples::run_ranks<P>(world, [&](ark::communicator<P>& comm, int rank) {
       const std::size_t n = 8192;
-      const unsigned blocks = 4;  // at most team_config.workers
+      const unsigned blocks = 4; // at most team_config.workers
       examples::buffer<P, float> grad(n, rank);
       const training_loop<P> loop{comm.device_handle(), grad.data(), n, steps};
       if constexpr (P::synchronous_launch) {
@@ -64,8 +65,8 @@ struct persistent {
         if (v != want) return false;
       return true;
     });
-    std::printf("%s: %d compute + all-reduce steps in one persistent launch over %d ranks: %s\n", P::name, steps,
-                world, rc ? "WRONG" : "correct");
+    std::printf("%s: %d compute + all-reduce steps in one persistent launch over %d ranks: %s\n", P::name,
+                steps, world, rc ? "WRONG" : "correct");
     return rc;
   }
 };

@@ -14,7 +14,8 @@ struct custom {
       for (std::size_t i = 0; i < in.size(); ++i) in[i] = static_cast<std::int32_t>(rank * 1000000 + i);
       examples::buffer<P, std::int32_t> src(block * world, rank), dst(block * world, rank);
       src.upload(in);
-      comm.template launch<ark::dma::ll_packet<2>>(examples::all_to_all<std::int32_t>{src.data(), dst.data(), block}, 2);
+      comm.template launch<ark::dma::ll_packet<2>>(
+          examples::all_to_all<std::int32_t>{src.data(), dst.data(), block}, 2);
       comm.synchronize();
       const auto out = dst.download();
       for (int q = 0; q < world; ++q)
@@ -27,7 +28,8 @@ struct custom {
       comm.synchronize();
       return mailbox.download()[0] == static_cast<std::uint64_t>(world * (world - 1) / 2);
     });
-    std::printf("%s: custom all-to-all and token ring over %d ranks: %s\n", P::name, world, rc ? "WRONG" : "correct");
+    std::printf("%s: custom all-to-all and token ring over %d ranks: %s\n", P::name, world,
+                rc ? "WRONG" : "correct");
     return rc;
   }
 };

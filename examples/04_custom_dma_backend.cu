@@ -7,9 +7,9 @@
 
 template <unsigned Depth>
 struct narrow_copy : ark::dma::thread_transfers<Depth>, ark::dma::simple_channel<narrow_copy<Depth>> {
-  static constexpr std::uint8_t id = 200;          // ranks compare it: all must use the same backend
-  static constexpr bool ll = false;                // payload in slots, announced by a flag
-  static constexpr std::size_t vec_bytes = 8;      // passes load and store 8-byte vectors
+  static constexpr std::uint8_t id = 200;     // ranks compare it: all must use the same backend
+  static constexpr bool ll = false;           // payload in slots, announced by a flag
+  static constexpr std::size_t vec_bytes = 8; // passes load and store 8-byte vectors
 };
 static_assert(ark::dma_backend<narrow_copy<2>>, "narrow_copy must model ark::dma_backend");
 

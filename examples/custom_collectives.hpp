@@ -17,7 +17,7 @@ template <class T>
 struct all_to_all {
   const T* in;
   T* out;
-  std::size_t block;  // elements per block
+  std::size_t block; // elements per block
 
   template <class Ctx>
   ARK_HD bool operator()(const Ctx& ctx) const {
@@ -31,8 +31,8 @@ struct all_to_all {
           return false;
       if (!B::open_recv(ctx, ark::dma::peers::all(), step)) return false;
       // our own block is a local copy; block q arrives from rank q
-      if (!alg::pass<T>(ctx, n, alg::in_local<T>{in + me * block + off}, alg::out_local<T>{out + me * block + off},
-                        ark::op::sum{}, false))
+      if (!alg::pass<T>(ctx, n, alg::in_local<T>{in + me * block + off},
+                        alg::out_local<T>{out + me * block + off}, ark::op::sum{}, false))
         return false;
       for (int q = 0; q < ctx.world(); ++q)
         if (q != me && !alg::pass<T>(ctx, n, alg::in_peer{q, step}, alg::out_local<T>{out + q * block + off},
@@ -58,7 +58,7 @@ struct token_ring {
     auto word = [&](int rank, int i) { return reinterpret_cast<std::uint64_t*>(win.base[rank]) + i; };
     if (n == 1) return true;
     std::uint64_t token = 0;
-    if (me != 0) {  // wait for the token from the previous rank
+    if (me != 0) { // wait for the token from the previous rank
       if (!B::wait(ctx, word(me, 1), 1, ark::wait_kind::flag, me - 1)) return false;
       token = P::load_relaxed(word(me, 0));
     }
@@ -66,7 +66,7 @@ struct token_ring {
     ctx.g.sync();
     if (!B::put(ctx, word(next, 0), word(me, 2), 8)) return false;
     B::signal(ctx, word(next, 1), 1);
-    if (me == 0) {  // the total came back: hand it to everyone
+    if (me == 0) { // the total came back: hand it to everyone
       if (!B::wait(ctx, word(0, 1), 1, ark::wait_kind::flag, n - 1)) return false;
       for (int p = 1; p < n; ++p) {
         if (!B::put(ctx, word(p, 0), word(0, 0), 8)) return false;
@@ -100,7 +100,8 @@ struct persistent_loop {
       for (std::size_t i = mine.begin + ctx.g.thread_rank(); i < mine.end(); i += ctx.g.size())
         data[i] = (data[i] * 3 + rank + k) % modulus;
       ctx.g.sync();
-      if (!comm.template all_reduce<ark::algo::one_shot, B>(ctx.g, ctx.worker, ctx.workers, data, data, n)) return false;
+      if (!comm.template all_reduce<ark::algo::one_shot, B>(ctx.g, ctx.worker, ctx.workers, data, data, n))
+        return false;
       ctx.g.sync();
     }
     return true;

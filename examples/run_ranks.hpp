@@ -42,7 +42,8 @@ int run_ranks(int world, Body body, typename ark::communicator<P>::config cfg = 
 template <class F>
 int on_every_gpu_or_host(F f, int host_ranks = 4) {
 #if defined(ARK_GPU_COMPILER)
-  if (const int gpus = ark::platform::gpu::device_count(); gpus > 0) return f.template operator()<ark::platform::gpu>(gpus);
+  if (const int gpus = ark::platform::gpu::device_count(); gpus > 0)
+    return f.template operator()<ark::platform::gpu>(gpus);
 #endif
   return f.template operator()<ark::platform::host>(host_ranks);
 }

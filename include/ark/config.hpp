@@ -31,17 +31,12 @@
 #define ARK_FORCEINLINE inline __attribute__((always_inline))
 #endif
 
-// The body of a function that generic (host and device) code may name but that only ever runs on
-// the host (the host platform and its scope): in a device pass it is a stub that traps.
+// A statement of a function that generic (host and device) code may name but that only ever runs
+// on the host (the host platform and its scope): in a device pass it becomes a trap.
 #if defined(ARK_DEVICE_PASS)
-#define ARK_HOST_BODY(...)                                                                                   \
-  {                                                                                                          \
-    __builtin_trap();                                                                                        \
-    __builtin_unreachable();                                                                                 \
-  }
+#define ARK_HOST_ONLY(...) __builtin_trap()
 #else
-#define ARK_HOST_BODY(...)                                                                                   \
-  { __VA_ARGS__ }
+#define ARK_HOST_ONLY(...) __VA_ARGS__
 #endif
 
 namespace ark {

@@ -4,8 +4,9 @@
 
 using namespace ark_test;
 
-TEST_CASE_TEMPLATE("all_reduce/thread_copy: every algorithm, op, world, depth and size", T, float, double, ark::fp16,
-                   ark::bf16) {
-  run_matrix<ark::collective::all_reduce, T>(type_list<ark::algo::one_shot, ark::algo::two_shot, ark::algo::ring>{},
-                                             all_depths<ark::dma::thread_copy>{}, all_ops{});
+TEST_CASE_TEMPLATE("all_reduce/thread_copy: every algorithm, op, world, depth and size", T, float, double,
+                   ark::fp16, ark::bf16) {
+  run_matrix<ark::collective::all_reduce, T>(
+      type_list<ark::algo::one_shot, ark::algo::two_shot, ark::algo::ring>{},
+      all_depths<ark::dma::thread_copy>{}, all_ops{});
 }

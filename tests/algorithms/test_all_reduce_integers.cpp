@@ -5,8 +5,9 @@ using namespace ark_test;
 
 TEST_CASE_TEMPLATE("all_reduce/thread_copy: every algorithm, op, world, depth and size", T, std::int32_t,
                    std::int64_t, std::uint8_t) {
-  run_matrix<ark::collective::all_reduce, T>(type_list<ark::algo::one_shot, ark::algo::two_shot, ark::algo::ring>{},
-                                             all_depths<ark::dma::thread_copy>{}, all_ops{});
+  run_matrix<ark::collective::all_reduce, T>(
+      type_list<ark::algo::one_shot, ark::algo::two_shot, ark::algo::ring>{},
+      all_depths<ark::dma::thread_copy>{}, all_ops{});
 }
 
 TEST_CASE("all_reduce/thread_copy: teams of several threads per worker") {
@@ -16,11 +17,17 @@ TEST_CASE("all_reduce/thread_copy: teams of several threads per worker") {
       for (std::size_t count : matrix_sizes()) {
         const case_params p{count, 0, false, 7};
         check_collective<ark::collective::all_reduce, std::int32_t, ark::op::sum>(
-            w, p, make_callee<ark::collective::all_reduce, ark::algo::one_shot, ark::dma::thread_copy<2>, std::int32_t, ark::op::sum>());
+            w, p,
+            make_callee<ark::collective::all_reduce, ark::algo::one_shot, ark::dma::thread_copy<2>,
+                        std::int32_t, ark::op::sum>());
         check_collective<ark::collective::all_reduce, std::int32_t, ark::op::sum>(
-            w, p, make_callee<ark::collective::all_reduce, ark::algo::two_shot, ark::dma::ll_packet<2>, std::int32_t, ark::op::sum>());
+            w, p,
+            make_callee<ark::collective::all_reduce, ark::algo::two_shot, ark::dma::ll_packet<2>,
+                        std::int32_t, ark::op::sum>());
         check_collective<ark::collective::all_reduce, std::int32_t, ark::op::sum>(
-            w, p, make_callee<ark::collective::all_reduce, ark::algo::ring, ark::dma::host_engine<2>, std::int32_t, ark::op::sum>());
+            w, p,
+            make_callee<ark::collective::all_reduce, ark::algo::ring, ark::dma::host_engine<2>, std::int32_t,
+                        ark::op::sum>());
       }
     }
 }

@@ -22,9 +22,13 @@ struct absmax {
 struct mean_square {
   static constexpr std::uint8_t id = 100;
   template <class A>
-  ARK_HD A operator()(A a, A b) const { return a + b; }
+  ARK_HD A operator()(A a, A b) const {
+    return a + b;
+  }
   template <class A>
-  ARK_HD A finalize(A a, int world) const { return a / static_cast<A>(world); }
+  ARK_HD A finalize(A a, int world) const {
+    return a / static_cast<A>(world);
+  }
 };
 struct not_an_op {
   int operator()(int a) const { return a; }
@@ -40,17 +44,21 @@ using i32 = std::int32_t;
 
 TEST_CASE("communicator: 1000 back-to-back calls of random size, algorithm and backend") {
   const callee<i32> callees[] = {
-      make_callee<ark::collective::all_reduce, ark::algo::automatic, ark::dma::automatic, i32, ark::op::sum>(),
-      make_callee<ark::collective::all_reduce, ark::algo::one_shot, ark::dma::ll_packet<1>, i32, ark::op::sum>(),
-      make_callee<ark::collective::all_reduce, ark::algo::two_shot, ark::dma::thread_copy<3>, i32, ark::op::sum>(),
-      make_callee<ark::collective::all_reduce, ark::algo::ring, ark::dma::host_engine<2>, i32, ark::op::sum>(),
+      make_callee<ark::collective::all_reduce, ark::algo::automatic, ark::dma::automatic, i32,
+                  ark::op::sum>(),
+      make_callee<ark::collective::all_reduce, ark::algo::one_shot, ark::dma::ll_packet<1>, i32,
+                  ark::op::sum>(),
+      make_callee<ark::collective::all_reduce, ark::algo::two_shot, ark::dma::thread_copy<3>, i32,
+                  ark::op::sum>(),
+      make_callee<ark::collective::all_reduce, ark::algo::ring, ark::dma::host_engine<2>, i32,
+                  ark::op::sum>(),
       make_callee<ark::collective::all_reduce, ark::algo::ring, ark::dma::ll_packet<8>, i32, ark::op::sum>(),
   };
   for (int world : {3, 4}) {
     test_world w(world);
     std::vector<std::size_t> bad(world, 0);
     w.run([&](comm_t& c, int rank) {
-      std::mt19937_64 rng(99);  // the same sequence on every rank
+      std::mt19937_64 rng(99); // the same sequence on every rank
       std::vector<i32> in, out;
       for (int call = 0; call < 1000; ++call) {
         const std::size_t count = rng() % 4097;
@@ -72,12 +80,14 @@ TEST_CASE("communicator: 1000 back-to-back calls of random size, algorithm and b
 }
 
 TEST_CASE("communicator: a 64 MB all-reduce, every algorithm") {
-  const std::size_t count = std::size_t(64) << 20 >> 2;  // 64 MB of floats per rank
-  comm_t::config cfg;                                     // default slots (64 KB)
+  const std::size_t count = std::size_t(64) << 20 >> 2; // 64 MB of floats per rank
+  comm_t::config cfg;                                   // default slots (64 KB)
   test_world w(4, cfg);
   const callee<float> callees[] = {
-      make_callee<ark::collective::all_reduce, ark::algo::automatic, ark::dma::automatic, float, ark::op::sum>(),
-      make_callee<ark::collective::all_reduce, ark::algo::ring, ark::dma::thread_copy<4>, float, ark::op::sum>(),
+      make_callee<ark::collective::all_reduce, ark::algo::automatic, ark::dma::automatic, float,
+                  ark::op::sum>(),
+      make_callee<ark::collective::all_reduce, ark::algo::ring, ark::dma::thread_copy<4>, float,
+                  ark::op::sum>(),
   };
   for (const auto& f : callees) {
     std::vector<std::size_t> bad(4, 0);
@@ -111,7 +121,8 @@ TEST_CASE("communicator: user-defined reduction ops") {
       bad[rank] += out[i] != want;
     }
     std::vector<std::int64_t> sq(n), res(n);
-    for (std::size_t i = 0; i < n; ++i) sq[i] = static_cast<std::int64_t>(i + rank) * static_cast<std::int64_t>(i + rank);
+    for (std::size_t i = 0; i < n; ++i)
+      sq[i] = static_cast<std::int64_t>(i + rank) * static_cast<std::int64_t>(i + rank);
     c.all_reduce<ark::algo::two_shot, ark::dma::ll_packet<4>>(sq.data(), res.data(), n, mean_square{});
     for (std::size_t i = 0; i < n; ++i) {
       std::int64_t want = 0;
@@ -183,14 +194,16 @@ TEST_CASE("device-side API: a persistent loop of compute and all-reduce with no 
   w.run([&](comm_t& c, int rank) {
     const std::size_t n = 5000;
     std::vector<std::int64_t> data(n);
-    examples::persistent_loop<ark::dma::thread_copy<4>, ark::device_comm<host>> loop{c.device_handle(), data.data(), n, 25, rank};
+    examples::persistent_loop<ark::dma::thread_copy<4>, ark::device_comm<host>> loop{
+        c.device_handle(), data.data(), n, 25, rank};
     c.launch<ark::dma::thread_copy<4>>(loop, 3);
     for (std::size_t i = 0; i < n; ++i) bad[rank] += data[i] != examples::persistent_loop_expected(i, 25, 4);
   });
   for (int r = 0; r < 4; ++r) CHECK(bad[r] == 0);
 }
 
-TEST_CASE("custom collectives from the public primitives: all-to-all over channels, a ring over a registered window") {
+TEST_CASE("custom collectives from the public primitives: all-to-all over channels, a ring over a registered "
+          "window") {
   for (int world : {1, 2, 3, 5}) {
     test_world w(world);
     std::vector<std::size_t> bad(world, 0);

@@ -31,8 +31,10 @@ TEST_CASE("errors: bad arguments are rejected before any data moves, and the com
   w.run([&](comm_t& c, int rank) {
     std::vector<float> in(64, 1.0f), out(64, -7.0f);
     auto& m = msgs[rank];
-    m.push_back(message_of<ark::invalid_argument>([&] { c.all_reduce<ark::algo::one_shot>(static_cast<const float*>(nullptr), out.data(), 8); }));
-    m.push_back(message_of<ark::invalid_argument>([&] { c.all_reduce(in.data(), static_cast<float*>(nullptr), 8); }));
+    m.push_back(message_of<ark::invalid_argument>(
+        [&] { c.all_reduce<ark::algo::one_shot>(static_cast<const float*>(nullptr), out.data(), 8); }));
+    m.push_back(
+        message_of<ark::invalid_argument>([&] { c.all_reduce(in.data(), static_cast<float*>(nullptr), 8); }));
     const float* odd = reinterpret_cast<const float*>(reinterpret_cast<const char*>(in.data()) + 2);
     m.push_back(message_of<ark::invalid_argument>([&] { c.all_reduce(odd, out.data(), 8); }));
     m.push_back(message_of<ark::invalid_argument>([&] { c.all_reduce(in.data(), in.data() + 4, 8); }));
@@ -42,7 +44,8 @@ TEST_CASE("errors: bad arguments are rejected before any data moves, and the com
         [&] { c.all_reduce<ark::algo::ring, ark::dma::thread_copy<9>>(in.data(), out.data(), 8); }));
     ark::call_options<host> too_many;
     too_many.workers = 99;
-    m.push_back(message_of<ark::invalid_argument>([&] { c.all_reduce(in.data(), out.data(), 8, ark::op::sum{}, too_many); }));
+    m.push_back(message_of<ark::invalid_argument>(
+        [&] { c.all_reduce(in.data(), out.data(), 8, ark::op::sum{}, too_many); }));
     m.push_back(message_of<ark::invalid_argument>([&] { c.all_gather(out.data() + 2, out.data(), 4); }));
     untouched[rank] = out;
     // still usable: a correct call after the rejected ones
@@ -125,37 +128,47 @@ TEST_CASE("errors: a count, dtype, op, algorithm or root that differs between ra
   using one_shot = ark::algo::one_shot;
   using tc = ark::dma::thread_copy<2>;
   SUBCASE("count") {
-    expect_mismatch([](comm_t& c, int rank, float* in, float* out) { c.all_reduce<one_shot, tc>(in, out, rank ? 200 : 100); },
+    expect_mismatch([](comm_t& c, int rank, float* in,
+                       float* out) { c.all_reduce<one_shot, tc>(in, out, rank ? 200 : 100); },
                     ark::desc_field::count);
   }
   SUBCASE("dtype") {
     expect_mismatch(
         [](comm_t& c, int rank, float* in, float* out) {
-          if (rank) c.all_reduce<one_shot, tc>(reinterpret_cast<std::int32_t*>(in), reinterpret_cast<std::int32_t*>(out), 100);
-          else c.all_reduce<one_shot, tc>(in, out, 100);
+          if (rank)
+            c.all_reduce<one_shot, tc>(reinterpret_cast<std::int32_t*>(in),
+                                       reinterpret_cast<std::int32_t*>(out), 100);
+          else
+            c.all_reduce<one_shot, tc>(in, out, 100);
         },
         ark::desc_field::dtype);
   }
   SUBCASE("op") {
     expect_mismatch(
         [](comm_t& c, int rank, float* in, float* out) {
-          if (rank) c.all_reduce<one_shot, tc>(in, out, 100, ark::op::max{});
-          else c.all_reduce<one_shot, tc>(in, out, 100, ark::op::sum{});
+          if (rank)
+            c.all_reduce<one_shot, tc>(in, out, 100, ark::op::max{});
+          else
+            c.all_reduce<one_shot, tc>(in, out, 100, ark::op::sum{});
         },
         ark::desc_field::op);
   }
   SUBCASE("algorithm") {
     expect_mismatch(
         [](comm_t& c, int rank, float* in, float* out) {
-          if (rank) c.all_reduce<ark::algo::two_shot, tc>(in, out, 100);
-          else c.all_reduce<one_shot, tc>(in, out, 100);
+          if (rank)
+            c.all_reduce<ark::algo::two_shot, tc>(in, out, 100);
+          else
+            c.all_reduce<one_shot, tc>(in, out, 100);
         },
         ark::desc_field::algorithm);
   }
   SUBCASE("LL packets: count") {
-    expect_mismatch([](comm_t& c, int rank, float* in, float* out) {
-      c.all_reduce<one_shot, ark::dma::ll_packet<2>>(in, out, rank ? 64 : 32);
-    }, ark::desc_field::count);
+    expect_mismatch(
+        [](comm_t& c, int rank, float* in, float* out) {
+          c.all_reduce<one_shot, ark::dma::ll_packet<2>>(in, out, rank ? 64 : 32);
+        },
+        ark::desc_field::count);
   }
 }
 
@@ -188,13 +201,14 @@ TEST_CASE("errors: a rank that never arrives is a timeout error within the bound
   {
     test_world w(3, cfg);
     const auto errs = w.try_run([&](comm_t& c, int rank) {
-      if (rank == 2) return;  // this rank never joins the call
+      if (rank == 2) return; // this rank never joins the call
       std::vector<float> in(1000, 1.0f), out(1000);
       const auto t0 = std::chrono::steady_clock::now();
       try {
         c.all_reduce(in.data(), out.data(), 1000);
       } catch (const ark::timeout_error& e) {
-        took[rank] = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+        took[rank] =
+            std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
         peer[rank] = e.record().peer;
         throw;
       }
@@ -206,7 +220,7 @@ TEST_CASE("errors: a rank that never arrives is a timeout error within the bound
       CHECK(peer[r] == 2);
     }
     CHECK_FALSE(errs[2]);
-  }  // every communicator is destroyed here: the teardown barrier must not hang
+  } // every communicator is destroyed here: the teardown barrier must not hang
   SUBCASE("a rank that never builds its communicator") {
     auto group = std::make_shared<ark::in_process_group>(2, 200ms);
     const auto t0 = std::chrono::steady_clock::now();

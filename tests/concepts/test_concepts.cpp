@@ -8,7 +8,7 @@ struct no_atomics {
   static constexpr const char* name = "broken";
 };
 struct bad_scope {
-  int thread_rank() const { return 0; }  // int, not unsigned
+  int thread_rank() const { return 0; } // int, not unsigned
   unsigned size() const { return 1; }
   void sync() {}
   bool sync_any(bool p) { return p; }

@@ -28,16 +28,16 @@ TEST_CASE("fp16: every non-NaN bit pattern survives float and back") {
     REQUIRE(ark::fp16(f).bits == b);
     ++checked;
   }
-  CHECK(checked == 65536 - 2046);  // 2 * (2^10 - 1) NaN patterns
+  CHECK(checked == 65536 - 2046); // 2 * (2^10 - 1) NaN patterns
 }
 
 TEST_CASE("fp16: values, rounding to nearest even, overflow, subnormals") {
   CHECK(static_cast<float>(ark::fp16(1.0f)) == 1.0f);
   CHECK(ark::fp16(1.0f).bits == 0x3c00);
   CHECK(ark::fp16(-2.0f).bits == 0xc000);
-  CHECK(ark::fp16(65504.0f).bits == 0x7bff);  // largest finite
-  CHECK(ark::fp16(65520.0f).bits == 0x7c00);  // rounds to infinity
-  CHECK(ark::fp16(1e-8f).bits == 0x0000);     // below half the smallest subnormal
+  CHECK(ark::fp16(65504.0f).bits == 0x7bff); // largest finite
+  CHECK(ark::fp16(65520.0f).bits == 0x7c00); // rounds to infinity
+  CHECK(ark::fp16(1e-8f).bits == 0x0000);    // below half the smallest subnormal
   CHECK(ark::fp16(std::ldexp(1.0f, -24)).bits == 0x0001);
   CHECK(static_cast<float>(ark::fp16::from_bits(0x0001)) == std::ldexp(1.0f, -24));
   // halfway between 1 and the next fp16 (1 + 2^-10): ties go to the even mantissa
@@ -53,8 +53,8 @@ TEST_CASE("bf16: round trips, rounding to nearest even, NaN stays NaN") {
     if (!std::isnan(f)) REQUIRE(ark::bf16(f).bits == b);
   }
   CHECK(ark::bf16(1.0f).bits == 0x3f80);
-  CHECK(ark::bf16(bits_to_float(0x3f808000)).bits == 0x3f80);  // tie, even stays
-  CHECK(ark::bf16(bits_to_float(0x3f818000)).bits == 0x3f82);  // tie, odd rounds up
+  CHECK(ark::bf16(bits_to_float(0x3f808000)).bits == 0x3f80); // tie, even stays
+  CHECK(ark::bf16(bits_to_float(0x3f818000)).bits == 0x3f82); // tie, odd rounds up
   CHECK(ark::bf16(bits_to_float(0x3f808001)).bits == 0x3f81);
   CHECK(std::isnan(static_cast<float>(ark::bf16(std::numeric_limits<float>::quiet_NaN()))));
 }

@@ -73,16 +73,17 @@ TEST_CASE("host_engine: posts return at once, at most Depth are in flight, compl
 
 TEST_CASE_TEMPLATE("host_engine: all_reduce, every algorithm, depth, dtype, world and size", T, float, double,
                    ark::fp16, ark::bf16, std::int32_t, std::int64_t, std::uint8_t) {
-  run_matrix<ark::collective::all_reduce, T>(type_list<ark::algo::one_shot, ark::algo::two_shot, ark::algo::ring>{},
-                                             all_depths<ark::dma::host_engine>{}, type_list<ark::op::sum>{});
+  run_matrix<ark::collective::all_reduce, T>(
+      type_list<ark::algo::one_shot, ark::algo::two_shot, ark::algo::ring>{},
+      all_depths<ark::dma::host_engine>{}, type_list<ark::op::sum>{});
 }
 
 TEST_CASE("host_engine: every op, and every other collective") {
   using engine_depths = all_depths<ark::dma::host_engine>;
   run_matrix<ark::collective::all_reduce, double>(type_list<ark::algo::two_shot>{},
                                                   type_list<ark::dma::host_engine<3>>{}, all_ops{});
-  run_matrix<ark::collective::reduce_scatter, float>(type_list<ark::algo::direct, ark::algo::ring>{}, engine_depths{},
-                                                     type_list<ark::op::min>{});
+  run_matrix<ark::collective::reduce_scatter, float>(type_list<ark::algo::direct, ark::algo::ring>{},
+                                                     engine_depths{}, type_list<ark::op::min>{});
   run_matrix<ark::collective::all_gather, std::int64_t>(type_list<ark::algo::direct, ark::algo::ring>{},
                                                         engine_depths{}, type_list<ark::op::sum>{});
   run_matrix<ark::collective::broadcast, ark::bf16>(type_list<ark::algo::direct>{}, engine_depths{},

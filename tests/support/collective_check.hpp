@@ -29,11 +29,16 @@ std::size_t out_elems(std::size_t count, int world) {
 /// Calls collective K with algorithm A (ignored for broadcast/reduce) and backend B.
 template <ark::collective K, class A, class B, class T, class Op>
 void call(comm_t& c, const T* in, T* out, std::size_t count, int root) {
-  if constexpr (K == ark::collective::all_reduce) c.template all_reduce<A, B>(in, out, count, Op{});
-  else if constexpr (K == ark::collective::reduce_scatter) c.template reduce_scatter<A, B>(in, out, count, Op{});
-  else if constexpr (K == ark::collective::all_gather) c.template all_gather<A, B>(in, out, count);
-  else if constexpr (K == ark::collective::broadcast) c.template broadcast<B>(in, out, count, root);
-  else c.template reduce<B>(in, out, count, root, Op{});
+  if constexpr (K == ark::collective::all_reduce)
+    c.template all_reduce<A, B>(in, out, count, Op{});
+  else if constexpr (K == ark::collective::reduce_scatter)
+    c.template reduce_scatter<A, B>(in, out, count, Op{});
+  else if constexpr (K == ark::collective::all_gather)
+    c.template all_gather<A, B>(in, out, count);
+  else if constexpr (K == ark::collective::broadcast)
+    c.template broadcast<B>(in, out, count, root);
+  else
+    c.template reduce<B>(in, out, count, root, Op{});
 }
 
 /// The element `out[i]` of rank `rank` must equal: returns the contributions to reduce (one
@@ -48,8 +53,12 @@ std::vector<T> expected_inputs(const case_params& p, int world, int rank, std::s
   case ark::collective::reduce_scatter:
     for (int r = 0; r < world; ++r) v.push_back(input<T, Op>(p.seed, r, rank * p.count + i));
     break;
-  case ark::collective::all_gather: v.push_back(input<T, Op>(p.seed, static_cast<int>(i / p.count), i % p.count)); break;
-  case ark::collective::broadcast: v.push_back(input<T, Op>(p.seed, p.root, i)); break;
+  case ark::collective::all_gather:
+    v.push_back(input<T, Op>(p.seed, static_cast<int>(i / p.count), i % p.count));
+    break;
+  case ark::collective::broadcast:
+    v.push_back(input<T, Op>(p.seed, p.root, i));
+    break;
   default:
     if (rank == p.root)
       for (int r = 0; r < world; ++r) v.push_back(input<T, Op>(p.seed, r, i));
@@ -95,13 +104,12 @@ void check_collective(test_world& w, const case_params& p, const callee<T>& f) {
         T* out_ptr = buf.data();
         if (K == ark::collective::reduce_scatter) out_ptr = buf.data() + rank * p.count;
         if (K == ark::collective::all_gather) in_ptr = buf.data() + rank * p.count;
-        if (K != ark::collective::broadcast || rank == p.root)
-          std::copy(in.begin(), in.end(), in_ptr);
+        if (K != ark::collective::broadcast || rank == p.root) std::copy(in.begin(), in.end(), in_ptr);
         f.fn(c, in_ptr, out_ptr, p.count, p.root);
         std::copy(out_ptr, out_ptr + nout, out.begin());
         // the guard is what follows the output in the same buffer
         std::copy(out_ptr + nout, out_ptr + nout + guard, out.begin() + nout);
-        if (K == ark::collective::reduce_scatter) {  // elements past this rank's block hold input
+        if (K == ark::collective::reduce_scatter) { // elements past this rank's block hold input
           for (std::size_t g = 0; g < guard; ++g) std::memset(&out[nout + g], pattern, sizeof(T));
         }
       }
@@ -136,21 +144,23 @@ void check_collective(test_world& w, const case_params& p, const callee<T>& f) {
           const auto ref = reduce_reference<T, Op>(vals);
           ok = matches(got, ref, world);
           want = is_float<T> && !std::is_same_v<Op, ark::op::min> && !std::is_same_v<Op, ark::op::max>
-                     ? std::to_string(ref.value) : show(ref.exact);
+                     ? std::to_string(ref.value)
+                     : show(ref.exact);
         }
         if (!ok)
-          fail("rank " + std::to_string(rank) + " run " + std::to_string(run) + " element " + std::to_string(i) +
-               ": got " + show(got) + ", want " + want);
+          fail("rank " + std::to_string(rank) + " run " + std::to_string(run) + " element " +
+               std::to_string(i) + ": got " + show(got) + ", want " + want);
       }
       if (std::memcmp(&runs[0][rank][i], &runs[1][rank][i], sizeof(T)) != 0)
         fail("rank " + std::to_string(rank) + " element " + std::to_string(i) + ": two runs differ bitwise");
-      if (K == ark::collective::all_reduce && rank > 0 && std::memcmp(&runs[0][rank][i], &runs[0][0][i], sizeof(T)) != 0)
+      if (K == ark::collective::all_reduce && rank > 0 &&
+          std::memcmp(&runs[0][rank][i], &runs[0][0][i], sizeof(T)) != 0)
         fail("element " + std::to_string(i) + ": ranks 0 and " + std::to_string(rank) + " differ bitwise");
     }
   }
-  INFO(ark::to_string(K), " ", f.algorithm, " backend ", f.backend, " depth ", f.depth, " ", ark::dtype_traits<T>::name,
-       " op ", int(ark::op_id<Op>), " world ", world, " count ", p.count, p.in_place ? " in place" : "",
-       " root ", p.root);
+  INFO(ark::to_string(K), " ", f.algorithm, " backend ", f.backend, " depth ", f.depth, " ",
+       ark::dtype_traits<T>::name, " op ", int(ark::op_id<Op>), " world ", world, " count ", p.count,
+       p.in_place ? " in place" : "", " root ", p.root);
   CHECK_MESSAGE(failures.empty(), (failures.empty() ? std::string() : failures[0]));
 }
 
@@ -194,8 +204,9 @@ void run_matrix(Algos algos, Backends backends, Ops ops, comm_t::config cfg = sm
           std::uint64_t seed = 1;
           for (std::size_t count : matrix_sizes())
             for (bool in_place : {false, true})
-              check_collective<K, T, decltype(op)>(w, {count, static_cast<int>(count % world), in_place, seed++},
-                                                   make_callee<K, decltype(a), decltype(b), T, decltype(op)>());
+              check_collective<K, T, decltype(op)>(
+                  w, {count, static_cast<int>(count % world), in_place, seed++},
+                  make_callee<K, decltype(a), decltype(b), T, decltype(op)>());
         });
       });
     });

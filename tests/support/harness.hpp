@@ -126,13 +126,14 @@ inline std::uint64_t mix(std::uint64_t x) {
 }
 
 template <class T>
-inline constexpr bool is_float = std::is_floating_point_v<T> || std::is_same_v<T, ark::fp16> || std::is_same_v<T, ark::bf16>;
+inline constexpr bool is_float =
+    std::is_floating_point_v<T> || std::is_same_v<T, ark::fp16> || std::is_same_v<T, ark::bf16>;
 
 /// Input element i of rank r: small integers, or floats whose range suits the op.
 template <class T, class Op>
 T input(std::uint64_t seed, int rank, std::size_t i) {
   const std::uint64_t h = mix(seed * 1000003u + static_cast<std::uint64_t>(rank) * 7919u + mix(i));
-  const double u = static_cast<double>(h >> 11) * (1.0 / 9007199254740992.0);  // [0, 1)
+  const double u = static_cast<double>(h >> 11) * (1.0 / 9007199254740992.0); // [0, 1)
   if constexpr (is_float<T>) {
     const double v = std::is_same_v<Op, ark::op::prod> ? 0.5 + 1.5 * u : 2.0 * u - 1.0;
     return static_cast<T>(static_cast<float>(v));
@@ -147,25 +148,31 @@ T input(std::uint64_t seed, int rank, std::size_t i) {
 
 template <class T>
 double as_double(T v) {
-  if constexpr (std::is_same_v<T, ark::fp16> || std::is_same_v<T, ark::bf16>) return static_cast<float>(v);
-  else return static_cast<double>(v);
+  if constexpr (std::is_same_v<T, ark::fp16> || std::is_same_v<T, ark::bf16>)
+    return static_cast<float>(v);
+  else
+    return static_cast<double>(v);
 }
 
 /// Unit roundoff of T's arithmetic (fp16/bf16 are stored, not computed, in 16 bits).
 template <class T>
 double unit_roundoff() {
-  if constexpr (std::is_same_v<T, ark::fp16>) return std::ldexp(1.0, -11);
-  else if constexpr (std::is_same_v<T, ark::bf16>) return std::ldexp(1.0, -8);
-  else if constexpr (std::is_same_v<T, float>) return std::ldexp(1.0, -24);
-  else return std::ldexp(1.0, -53);
+  if constexpr (std::is_same_v<T, ark::fp16>)
+    return std::ldexp(1.0, -11);
+  else if constexpr (std::is_same_v<T, ark::bf16>)
+    return std::ldexp(1.0, -8);
+  else if constexpr (std::is_same_v<T, float>)
+    return std::ldexp(1.0, -24);
+  else
+    return std::ldexp(1.0, -53);
 }
 
 /// The exact result of reducing `values` (rank order) with Op: integer ops wrap like ark's.
 template <class T, class Op>
 struct reference {
-  double value = 0;      // floats: the exact (double) result
-  double magnitude = 0;  // floats: the bound's scale
-  T exact{};             // integers, and min/max of floats: the exact T result
+  double value = 0;     // floats: the exact (double) result
+  double magnitude = 0; // floats: the bound's scale
+  T exact{};            // integers, and min/max of floats: the exact T result
 };
 
 template <class T, class Op>
@@ -177,8 +184,10 @@ reference<T, Op> reduce_reference(const std::vector<T>& values) {
     T best = values[0];
     for (int r = 1; r < n; ++r) {
       const double v = as_double(values[r]);
-      if constexpr (std::is_same_v<Op, ark::op::prod>) acc *= v;
-      else acc += v;
+      if constexpr (std::is_same_v<Op, ark::op::prod>)
+        acc *= v;
+      else
+        acc += v;
       mag += std::fabs(v);
       if constexpr (std::is_same_v<Op, ark::op::min>) best = v < as_double(best) ? values[r] : best;
       if constexpr (std::is_same_v<Op, ark::op::max>) best = v > as_double(best) ? values[r] : best;
@@ -191,13 +200,18 @@ reference<T, Op> reduce_reference(const std::vector<T>& values) {
     U acc = static_cast<U>(values[0]);
     T best = values[0];
     for (int r = 1; r < n; ++r) {
-      if constexpr (std::is_same_v<Op, ark::op::prod>) acc = static_cast<U>(acc * static_cast<U>(values[r]));
-      else acc = static_cast<U>(acc + static_cast<U>(values[r]));
+      if constexpr (std::is_same_v<Op, ark::op::prod>)
+        acc = static_cast<U>(acc * static_cast<U>(values[r]));
+      else
+        acc = static_cast<U>(acc + static_cast<U>(values[r]));
       best = std::is_same_v<Op, ark::op::min> ? std::min(best, values[r]) : std::max(best, values[r]);
     }
-    if constexpr (std::is_same_v<Op, ark::op::min> || std::is_same_v<Op, ark::op::max>) ref.exact = best;
-    else if constexpr (std::is_same_v<Op, ark::op::avg>) ref.exact = static_cast<T>(static_cast<T>(acc) / static_cast<T>(n));
-    else ref.exact = static_cast<T>(acc);
+    if constexpr (std::is_same_v<Op, ark::op::min> || std::is_same_v<Op, ark::op::max>)
+      ref.exact = best;
+    else if constexpr (std::is_same_v<Op, ark::op::avg>)
+      ref.exact = static_cast<T>(static_cast<T>(acc) / static_cast<T>(n));
+    else
+      ref.exact = static_cast<T>(acc);
   }
   return ref;
 }
@@ -218,8 +232,10 @@ bool matches(T got, const reference<T, Op>& ref, int world) {
 
 template <class T>
 std::string show(T v) {
-  if constexpr (is_float<T>) return std::to_string(as_double(v));
-  else return std::to_string(static_cast<long long>(v));
+  if constexpr (is_float<T>)
+    return std::to_string(as_double(v));
+  else
+    return std::to_string(static_cast<long long>(v));
 }
 
 /// Fills with a poison byte pattern: NaN for the float types.

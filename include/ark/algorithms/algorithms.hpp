@@ -55,12 +55,13 @@ namespace algorithms {
 
 /// Whether algorithm A implements collective K.
 template <collective K, class A>
-inline constexpr bool implements =
-    (K == collective::all_reduce &&
-     (std::is_same_v<A, algo::one_shot> || std::is_same_v<A, algo::two_shot> || std::is_same_v<A, algo::ring>)) ||
-    ((K == collective::reduce_scatter || K == collective::all_gather) &&
-     (std::is_same_v<A, algo::direct> || std::is_same_v<A, algo::ring>)) ||
-    ((K == collective::broadcast || K == collective::reduce) && std::is_same_v<A, algo::direct>);
+inline constexpr bool implements = (K == collective::all_reduce &&
+                                    (std::is_same_v<A, algo::one_shot> || std::is_same_v<A, algo::two_shot> ||
+                                     std::is_same_v<A, algo::ring>)) ||
+                                   ((K == collective::reduce_scatter || K == collective::all_gather) &&
+                                    (std::is_same_v<A, algo::direct> || std::is_same_v<A, algo::ring>)) ||
+                                   ((K == collective::broadcast || K == collective::reduce) &&
+                                    std::is_same_v<A, algo::direct>);
 
 /// Runs collective K with algorithm A. `root` is used by broadcast and reduce only.
 template <collective K, class A, class Ctx, class T, class Op>
@@ -84,9 +85,10 @@ ARK_HD bool run(const Ctx& ctx, const T* in, T* out, std::size_t count, int root
   else if constexpr (K == collective::reduce && std::is_same_v<A, algo::direct>)
     return reduce_direct(ctx, in, out, count, root, op);
   else
-    static_assert(ark::detail::dependent_false<A>, "ark: this algorithm does not implement this collective "
-                                              "(all_reduce: one_shot, two_shot, ring; reduce_scatter and "
-                                              "all_gather: direct, ring; broadcast and reduce: direct)");
+    static_assert(ark::detail::dependent_false<A>,
+                  "ark: this algorithm does not implement this collective "
+                  "(all_reduce: one_shot, two_shot, ring; reduce_scatter and "
+                  "all_gather: direct, ring; broadcast and reduce: direct)");
 }
 
 } // namespace algorithms

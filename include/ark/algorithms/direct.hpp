@@ -19,7 +19,8 @@ ARK_HD bool reduce_scatter_direct(const Ctx& ctx, const T* in, T* out, std::size
     for (int p = 0; p < ctx.world(); ++p)
       if (p != me && !B::send(ctx, dma::peers::only(p), s, in + p * count + off, n * sizeof(T))) return false;
     if (!B::open_recv(ctx, dma::peers::all(), s) || !B::flush(ctx)) return false;
-    if (!pass<T>(ctx, n, in_all_ranks<T>{in + me * count + off, s}, out_local<T>{out + off}, op, true)) return false;
+    if (!pass<T>(ctx, n, in_all_ranks<T>{in + me * count + off, s}, out_local<T>{out + off}, op, true))
+      return false;
     B::close_recv(ctx, dma::peers::all(), s);
     return true;
   });
@@ -32,11 +33,14 @@ ARK_HD bool all_gather_direct(const Ctx& ctx, const T* in, T* out, std::size_t c
   const int me = ctx.rank();
   const dma::peers all = dma::peers::all();
   return for_each_piece<T>(ctx, count, [&](std::size_t off, std::size_t n, std::uint64_t s) {
-    if (!B::send(ctx, all, s, in + off, n * sizeof(T)) || !B::open_recv(ctx, all, s) || !B::flush(ctx)) return false;
+    if (!B::send(ctx, all, s, in + off, n * sizeof(T)) || !B::open_recv(ctx, all, s) || !B::flush(ctx))
+      return false;
     T* own = out + me * count + off;
-    if (own != in + off && !pass<T>(ctx, n, in_local<T>{in + off}, out_local<T>{own}, op, false)) return false;
+    if (own != in + off && !pass<T>(ctx, n, in_local<T>{in + off}, out_local<T>{own}, op, false))
+      return false;
     for (int p = 0; p < ctx.world(); ++p)
-      if (p != me && !pass<T>(ctx, n, in_peer{p, s}, out_local<T>{out + p * count + off}, op, false)) return false;
+      if (p != me && !pass<T>(ctx, n, in_peer{p, s}, out_local<T>{out + p * count + off}, op, false))
+        return false;
     B::close_recv(ctx, all, s);
     return true;
   });

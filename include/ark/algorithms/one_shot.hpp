@@ -18,7 +18,8 @@ ARK_HD bool all_reduce_one_shot(const Ctx& ctx, const T* in, T* out, std::size_t
     // 1. push our piece into every peer's slot for step s
     // 2. wait for every peer's piece, checking that its call matches ours
     // 3. our input may alias the output: engines must be done reading it
-    if (!B::send(ctx, all, s, in + off, n * sizeof(T)) || !B::open_recv(ctx, all, s) || !B::flush(ctx)) return false;
+    if (!B::send(ctx, all, s, in + off, n * sizeof(T)) || !B::open_recv(ctx, all, s) || !B::flush(ctx))
+      return false;
     // 4. out = in[rank 0] op in[rank 1] op ... in rank order
     if (!pass<T>(ctx, n, in_all_ranks<T>{in + off, s}, out_local<T>{out + off}, op, true)) return false;
     B::close_recv(ctx, all, s);

@@ -15,42 +15,42 @@ namespace ark::algorithms {
 
 // Inputs ------------------------------------------------------------------------------------------
 template <class T>
-struct in_local {        ///< a local buffer
+struct in_local { ///< a local buffer
   const T* p;
 };
-struct in_peer {         ///< the step a peer sent us
+struct in_peer { ///< the step a peer sent us
   int peer;
   std::uint64_t step;
 };
 template <class T>
-struct in_local_peer {   ///< a local buffer folded with the step a peer sent us
+struct in_local_peer { ///< a local buffer folded with the step a peer sent us
   const T* p;
   int peer;
   std::uint64_t step;
 };
 template <class T>
-struct in_all_ranks {    ///< every rank's contribution in rank order: ours from p, the others' received
+struct in_all_ranks { ///< every rank's contribution in rank order: ours from p, the others' received
   const T* p;
   std::uint64_t step;
 };
 
 // Outputs -----------------------------------------------------------------------------------------
 template <class T>
-struct out_local {       ///< a local buffer
+struct out_local { ///< a local buffer
   T* p;
 };
-struct out_peer {        ///< the step we send a peer
+struct out_peer { ///< the step we send a peer
   int peer;
   std::uint64_t step;
 };
 template <class T>
-struct out_local_peer {  ///< a local buffer and the step we send a peer
+struct out_local_peer { ///< a local buffer and the step we send a peer
   T* p;
   int peer;
   std::uint64_t step;
 };
 template <class T>
-struct out_local_all {   ///< a local buffer and the step we send every peer
+struct out_local_all { ///< a local buffer and the step we send every peer
   T* p;
   std::uint64_t step;
 };
@@ -81,12 +81,13 @@ ARK_HD ARK_FORCEINLINE void fold(acc_lanes<T, V>& acc, const vec<V>& v, const Op
 /// The pieces of one vector of a pass: which vector, and how many of its bytes are valid.
 struct cursor {
   std::size_t i;
-  std::size_t valid;  // bytes of this vector inside the pass (the last one may be partial)
+  std::size_t valid; // bytes of this vector inside the pass (the last one may be partial)
 };
 
 template <class Ctx, class T, std::size_t V>
 ARK_HD ARK_FORCEINLINE vec<V> load_local(const T* p, cursor c) {
-  return dma::load_prefix<typename Ctx::platform, V>(reinterpret_cast<const std::byte*>(p) + c.i * V, c.valid);
+  return dma::load_prefix<typename Ctx::platform, V>(reinterpret_cast<const std::byte*>(p) + c.i * V,
+                                                     c.valid);
 }
 
 template <class Ctx, class T, std::size_t V>
@@ -122,10 +123,14 @@ template <class Ctx, class T, std::size_t V, class Op>
 ARK_HD bool load(const Ctx& ctx, const in_all_ranks<T>& in, cursor c, acc_lanes<T, V>& acc, const Op& op) {
   for (int r = 0; r < ctx.world(); ++r) {
     vec<V> v;
-    if (r == ctx.rank()) v = load_local<Ctx, T, V>(in.p, c);
-    else if (!Ctx::backend::rx(ctx, r, in.step).load(ctx, c.i, v)) return false;
-    if (r == 0) acc = widen<T>(v);
-    else fold(acc, v, op);
+    if (r == ctx.rank())
+      v = load_local<Ctx, T, V>(in.p, c);
+    else if (!Ctx::backend::rx(ctx, r, in.step).load(ctx, c.i, v))
+      return false;
+    if (r == 0)
+      acc = widen<T>(v);
+    else
+      fold(acc, v, op);
   }
   return true;
 }
@@ -177,8 +182,10 @@ ARK_HD bool pass(const Ctx& ctx, std::size_t n, const In& in, const Out& out, co
     }
     detail::store<Ctx, T, V>(ctx, out, c, detail::narrow<T>(acc));
   }
-  if constexpr (Ctx::backend::ll) return !ctx.g.sync_any(!ok);
-  else return ok;
+  if constexpr (Ctx::backend::ll)
+    return !ctx.g.sync_any(!ok);
+  else
+    return ok;
 }
 
 /// Walks this worker's share of `count` elements in slot-sized pieces, one pipeline step each:

@@ -35,7 +35,8 @@ struct ring_chunks_all_reduce {
   ARK_HD std::uint64_t rounds() const {
     std::size_t longest = 0;
     for (int c = 0; c < world; ++c) {
-      const std::size_t l = split(range, static_cast<unsigned>(world), static_cast<unsigned>(c), align_elems<T>).len;
+      const std::size_t l =
+          split(range, static_cast<unsigned>(world), static_cast<unsigned>(c), align_elems<T>).len;
       longest = l > longest ? l : longest;
     }
     return div_up(longest, piece);
@@ -48,15 +49,19 @@ template <class T>
 struct ring_chunks_blocks {
   const T* in;
   T* out;
-  elem_range range;        // this worker's part of a block
-  std::size_t block;       // elements per block
+  elem_range range;  // this worker's part of a block
+  std::size_t block; // elements per block
   std::size_t piece;
-  bool blocked_input;      // reduce-scatter: the input is blocked; all-gather: the output is
-  ARK_HD std::size_t offset(std::uint64_t j) const { return range.begin + min_of<std::size_t>(j * piece, range.len); }
+  bool blocked_input; // reduce-scatter: the input is blocked; all-gather: the output is
+  ARK_HD std::size_t offset(std::uint64_t j) const {
+    return range.begin + min_of<std::size_t>(j * piece, range.len);
+  }
   ARK_HD std::size_t len(int, std::uint64_t j) const {
     return min_of(piece, range.len - min_of<std::size_t>(j * piece, range.len));
   }
-  ARK_HD const T* src(int c, std::uint64_t j) const { return in + (blocked_input ? c * block : 0) + offset(j); }
+  ARK_HD const T* src(int c, std::uint64_t j) const {
+    return in + (blocked_input ? c * block : 0) + offset(j);
+  }
   ARK_HD T* dst(int c, std::uint64_t j) const { return out + (blocked_input ? 0 : c * block) + offset(j); }
   ARK_HD std::uint64_t rounds() const { return div_up(range.len, piece); }
 };
@@ -68,7 +73,7 @@ ARK_HD bool ring(const Ctx& ctx, const Chunks& ch, bool rs, bool ag, const Op& o
   const dma::peers to = dma::peers::only(next), from = dma::peers::only(prev);
   auto mod = [n](int c) { return ((c % n) + n) % n; };
   const std::uint64_t rounds = ch.rounds();
-  if (n == 1) {  // no ring: the result is our own contribution
+  if (n == 1) { // no ring: the result is our own contribution
     for (std::uint64_t j = 0; j < rounds; ++j)
       if (ch.dst(r, j) != ch.src(r, j) &&
           !pass<T>(ctx, ch.len(r, j), in_local<T>{ch.src(r, j)}, out_local<T>{ch.dst(r, j)}, op, rs))
@@ -78,12 +83,12 @@ ARK_HD bool ring(const Ctx& ctx, const Chunks& ch, bool rs, bool ag, const Op& o
   const std::uint64_t per_round = (rs ? n - 1 : 0) + (ag ? n - 1 : 0);
   for (std::uint64_t j = 0; j < rounds; ++j) {
     const std::uint64_t S = ctx.round + j * per_round;
-    std::uint64_t a = S;  // first step of the all-gather phase
+    std::uint64_t a = S; // first step of the all-gather phase
     if (rs) {
       const int c0 = mod(r - 1);
       if (!B::send(ctx, to, S, ch.src(c0, j), ch.len(c0, j) * sizeof(T))) return false;
       for (int t = 1; t < n; ++t) {
-        const int c = mod(r - 1 - t);  // t == n-1: c == r, our chunk, now complete
+        const int c = mod(r - 1 - t); // t == n-1: c == r, our chunk, now complete
         const bool last = t == n - 1;
         const std::uint64_t rx = S + t - 1, tx = S + t;
         if (!B::open_recv(ctx, from, rx)) return false;
@@ -91,8 +96,9 @@ ARK_HD bool ring(const Ctx& ctx, const Chunks& ch, bool rs, bool ag, const Op& o
         const std::size_t bytes = ch.len(c, j) * sizeof(T);
         if (!last || ag) {
           if (!B::open_send(ctx, to, tx)) return false;
-          const bool ok = last ? pass<T>(ctx, ch.len(c, j), in, out_local_peer<T>{ch.dst(c, j), next, tx}, op, true)
-                               : pass<T>(ctx, ch.len(c, j), in, out_peer{next, tx}, op, false);
+          const bool ok =
+              last ? pass<T>(ctx, ch.len(c, j), in, out_local_peer<T>{ch.dst(c, j), next, tx}, op, true)
+                   : pass<T>(ctx, ch.len(c, j), in, out_peer{next, tx}, op, false);
           if (!ok || !B::close_send(ctx, to, tx, bytes)) return false;
         } else if (!pass<T>(ctx, ch.len(c, j), in, out_local<T>{ch.dst(c, j)}, op, true)) {
           return false;
@@ -115,7 +121,8 @@ ARK_HD bool ring(const Ctx& ctx, const Chunks& ch, bool rs, bool ag, const Op& o
       if (!B::open_recv(ctx, from, rx)) return false;
       if (t < n - 1) {
         if (!B::open_send(ctx, to, tx) ||
-            !pass<T>(ctx, ch.len(c, j), in_peer{prev, rx}, out_local_peer<T>{ch.dst(c, j), next, tx}, op, false) ||
+            !pass<T>(ctx, ch.len(c, j), in_peer{prev, rx}, out_local_peer<T>{ch.dst(c, j), next, tx}, op,
+                     false) ||
             !B::close_send(ctx, to, tx, ch.len(c, j) * sizeof(T)))
           return false;
       } else if (!pass<T>(ctx, ch.len(c, j), in_peer{prev, rx}, out_local<T>{ch.dst(c, j)}, op, false)) {
@@ -136,15 +143,15 @@ ARK_HD bool all_reduce_ring(const Ctx& ctx, const T* in, T* out, std::size_t cou
 
 template <class Ctx, class T, class Op>
 ARK_HD bool reduce_scatter_ring(const Ctx& ctx, const T* in, T* out, std::size_t count, const Op& op) {
-  const ring_chunks_blocks<T> ch{in, out, ctx.template partition<T>(count), count, ctx.template piece_elems<T>(),
-                                 true};
+  const ring_chunks_blocks<T> ch{
+      in, out, ctx.template partition<T>(count), count, ctx.template piece_elems<T>(), true};
   return ring<T>(ctx, ch, true, false, op);
 }
 
 template <class Ctx, class T, class Op>
 ARK_HD bool all_gather_ring(const Ctx& ctx, const T* in, T* out, std::size_t count, const Op& op) {
-  const ring_chunks_blocks<T> ch{in, out, ctx.template partition<T>(count), count, ctx.template piece_elems<T>(),
-                                 false};
+  const ring_chunks_blocks<T> ch{
+      in, out, ctx.template partition<T>(count), count, ctx.template piece_elems<T>(), false};
   return ring<T>(ctx, ch, false, true, op);
 }
 

@@ -18,7 +18,9 @@ ARK_HD bool all_reduce_two_shot(const Ctx& ctx, const T* in, T* out, std::size_t
   const int me = ctx.rank(), world = ctx.world();
   const elem_range mine = ctx.template partition<T>(count);
   const std::size_t piece = ctx.template piece_elems<T>();
-  auto shard = [&](int r) { return split(mine, static_cast<unsigned>(world), static_cast<unsigned>(r), align_elems<T>); };
+  auto shard = [&](int r) {
+    return split(mine, static_cast<unsigned>(world), static_cast<unsigned>(r), align_elems<T>);
+  };
   // piece j of shard r: [begin, begin + len)
   auto cut = [&](int r, std::uint64_t j) {
     const elem_range s = shard(r);
@@ -38,7 +40,8 @@ ARK_HD bool all_reduce_two_shot(const Ctx& ctx, const T* in, T* out, std::size_t
     }
     if (!B::open_recv(ctx, all, s1) || !B::flush(ctx) || !B::open_send(ctx, all, s2)) return false;
     const elem_range c = cut(me, j);
-    if (!pass<T>(ctx, c.len, in_all_ranks<T>{in + c.begin, s1}, out_local_all<T>{out + c.begin, s2}, op, true))
+    if (!pass<T>(ctx, c.len, in_all_ranks<T>{in + c.begin, s1}, out_local_all<T>{out + c.begin, s2}, op,
+                 true))
       return false;
     if (!B::close_send(ctx, all, s2, c.len * sizeof(T))) return false;
     B::close_recv(ctx, all, s1);

@@ -44,7 +44,8 @@ public:
       buf.assign(n * size_, std::byte{0});
     } else if (n != bytes_) {
       detail::throw_invalid("in_process_bootstrap", "rank " + std::to_string(rank) + " gathers " +
-                                                        std::to_string(n) + " bytes, others " + std::to_string(bytes_));
+                                                        std::to_string(n) + " bytes, others " +
+                                                        std::to_string(bytes_));
     }
     if (n) std::memcpy(buf.data() + rank * n, in, n);
     if (++arrived_ == size_) {
@@ -55,11 +56,16 @@ public:
       const int arrived = arrived_;
       broken_ = true;
       cv_.notify_all();
-      error_record rec{static_cast<std::uint32_t>(errc::timeout), -1, 0, static_cast<std::uint32_t>(wait_kind::barrier),
-                       gen, static_cast<std::uint64_t>(size_), static_cast<std::uint64_t>(arrived)};
+      error_record rec{static_cast<std::uint32_t>(errc::timeout),
+                       -1,
+                       0,
+                       static_cast<std::uint32_t>(wait_kind::barrier),
+                       gen,
+                       static_cast<std::uint64_t>(size_),
+                       static_cast<std::uint64_t>(arrived)};
       throw timeout_error("in_process_bootstrap: rank " + std::to_string(rank) + " waited " +
-                              std::to_string(timeout_.count()) + " ms but only " + std::to_string(arrived) + " of " +
-                              std::to_string(size_) + " ranks arrived",
+                              std::to_string(timeout_.count()) + " ms but only " + std::to_string(arrived) +
+                              " of " + std::to_string(size_) + " ranks arrived",
                           rec);
     }
     if (n) std::memcpy(out, buf.data(), n * size_);
@@ -79,7 +85,8 @@ private:
 
 class in_process_bootstrap {
 public:
-  in_process_bootstrap(std::shared_ptr<in_process_group> group, int rank) : group_(std::move(group)), rank_(rank) {
+  in_process_bootstrap(std::shared_ptr<in_process_group> group, int rank)
+      : group_(std::move(group)), rank_(rank) {
     if (!group_) detail::throw_invalid("in_process_bootstrap", "group is null");
     if (rank < 0 || rank >= group_->size())
       detail::throw_invalid("in_process_bootstrap", "rank " + std::to_string(rank) + " is outside [0, " +

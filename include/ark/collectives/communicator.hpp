@@ -94,10 +94,10 @@ public:
   struct config {
     team_config team{};
     ark::tuning tuning = default_tuning<P>();
-    std::chrono::milliseconds timeout{5000};  ///< a wait that makes no progress this long fails
-    int device = 0;                           ///< GPU ordinal of this rank (ignored on the host)
-    void* scratch = nullptr;                  ///< optional user-provided symmetric region
-    std::size_t scratch_size = 0;             ///< its size; at least required_scratch(world, team)
+    std::chrono::milliseconds timeout{5000}; ///< a wait that makes no progress this long fails
+    int device = 0;                          ///< GPU ordinal of this rank (ignored on the host)
+    void* scratch = nullptr;                 ///< optional user-provided symmetric region
+    std::size_t scratch_size = 0;            ///< its size; at least required_scratch(world, team)
   };
 
   /// Bytes of symmetric memory a rank needs for `world` ranks and this team configuration.
@@ -105,7 +105,8 @@ public:
 
   /// Collective: every rank constructs its communicator with the same configuration.
   template <bootstrap Boot>
-  explicit communicator(Boot boot, config cfg = {}) : cfg_(std::move(cfg)), boot_(new boot_holder<Boot>(std::move(boot))) {
+  explicit communicator(Boot boot, config cfg = {})
+      : cfg_(std::move(cfg)), boot_(new boot_holder<Boot>(std::move(boot))) {
     const int world = boot_->size(), rank = boot_->rank();
     team_.rank = rank;
     team_.world = world;
@@ -117,8 +118,8 @@ public:
     if (cfg_.scratch) {
       if (cfg_.scratch_size < team_.lay.total)
         detail::throw_invalid("communicator", "user scratch of " + std::to_string(cfg_.scratch_size) +
-                                                  " bytes is smaller than the " + std::to_string(team_.lay.total) +
-                                                  " bytes required");
+                                                  " bytes is smaller than the " +
+                                                  std::to_string(team_.lay.total) + " bytes required");
       if (reinterpret_cast<std::uintptr_t>(cfg_.scratch) % 256)
         detail::throw_invalid("communicator", "user scratch must be 256-byte aligned");
       region_.ptr = static_cast<std::byte*>(cfg_.scratch);
@@ -137,16 +138,18 @@ public:
       typename P::ipc_handle handle;
       std::uint64_t total, workers, max_depth, slot_bytes, ll_slot_bytes;
     };
-    const card mine{P::export_handle(region_), team_.lay.total, team_.lay.workers, team_.lay.max_depth(),
-                    team_.lay.slot_bytes, team_.lay.ll_slot_bytes};
+    const card mine{P::export_handle(region_), team_.lay.total,      team_.lay.workers,
+                    team_.lay.max_depth(),     team_.lay.slot_bytes, team_.lay.ll_slot_bytes};
     std::vector<card> all(world);
     boot_->all_gather(&mine, all.data(), sizeof(card));
     for (int r = 0; r < world; ++r) {
       const card& c = all[r];
       if (c.total != mine.total || c.workers != mine.workers || c.max_depth != mine.max_depth ||
           c.slot_bytes != mine.slot_bytes || c.ll_slot_bytes != mine.ll_slot_bytes)
-        detail::throw_invalid("communicator", "rank " + std::to_string(r) + " configured a different team_config");
-      team_.base[r] = r == rank ? region_.ptr : static_cast<std::byte*>(P::import_handle(c.handle, cfg_.device));
+        detail::throw_invalid("communicator",
+                              "rank " + std::to_string(r) + " configured a different team_config");
+      team_.base[r] =
+          r == rank ? region_.ptr : static_cast<std::byte*>(P::import_handle(c.handle, cfg_.device));
     }
     if constexpr (std::is_same_v<P, platform::host>)
       if (team_.lay.has_staging()) engine_.start(region_.ptr, team_.lay);
@@ -251,7 +254,8 @@ public:
     if (workers < 1 || workers > team_.lay.workers)
       detail::throw_invalid("launch", "workers must be in [1, " + std::to_string(team_.lay.workers) + "]");
     check_backend<B>("launch");
-    P::launch(stream_of(o), launch_shape{workers, cfg_.tuning.threads}, detail::custom_work<P, B, F>{with_timeout(o), f});
+    P::launch(stream_of(o), launch_shape{workers, cfg_.tuning.threads},
+              detail::custom_work<P, B, F>{with_timeout(o), f});
     after_launch("launch");
   }
 
@@ -292,7 +296,8 @@ public:
 
   /// Where rank `peer`'s copy of the registered local address `p` lives in this address space.
   void* remote(const void* p, int peer) const {
-    if (peer < 0 || peer >= world()) detail::throw_invalid("remote", "peer " + std::to_string(peer) + " is out of range");
+    if (peer < 0 || peer >= world())
+      detail::throw_invalid("remote", "peer " + std::to_string(peer) + " is out of range");
     const window_view& w = window(p);
     return w.base[peer] + (static_cast<const std::byte*>(p) - w.base[rank()]);
   }
@@ -334,8 +339,10 @@ private:
   };
 
   template <collective K, class A, class B, class T, class Op>
-  void run(const char* call, const T* in, T* out, std::size_t count, int root, const Op& op, const call_options<P>& o) {
-    static_assert(reduce_op<Op, T>, "ark: Op is not a reduction operator for T (see ark/concepts/reduce_op.hpp)");
+  void run(const char* call, const T* in, T* out, std::size_t count, int root, const Op& op,
+           const call_options<P>& o) {
+    static_assert(reduce_op<Op, T>,
+                  "ark: Op is not a reduction operator for T (see ark/concepts/reduce_op.hpp)");
     check_usable(call);
     const std::size_t bytes = count * sizeof(T);
     const unsigned workers = o.workers ? o.workers : select_workers(bytes, team_.lay.workers, cfg_.tuning);
@@ -351,7 +358,8 @@ private:
   template <class B>
   void check_backend(const char* call) const {
     if (B::depth > team_.lay.max_depth())
-      detail::throw_invalid(call, "pipeline depth " + std::to_string(B::depth) + " exceeds team_config.max_depth " +
+      detail::throw_invalid(call, "pipeline depth " + std::to_string(B::depth) +
+                                      " exceeds team_config.max_depth " +
                                       std::to_string(team_.lay.max_depth()));
     if (!B::direct && !team_.lay.has_staging())
       detail::throw_invalid(call, "this DMA backend needs staging (team_config.staging = true)");
@@ -370,7 +378,8 @@ private:
     if (aborted_) throw aborted_error(std::string(call) + ": the communicator was aborted");
     const error_record e = control_host()->err;
     if (e.code)
-      throw error(static_cast<errc>(e.code), std::string(call) + ": communicator unusable after an earlier failure (" +
+      throw error(static_cast<errc>(e.code), std::string(call) +
+                                                 ": communicator unusable after an earlier failure (" +
                                                  describe(e, rank()) + "); destroy it");
   }
 
@@ -395,15 +404,18 @@ private:
 
   template <class T>
   static void check_buffer(const char* call, const char* name, const T* p, std::size_t count) {
-    if (count && !p) detail::throw_invalid(call, std::string(name) + " is null but count is " + std::to_string(count));
+    if (count && !p)
+      detail::throw_invalid(call, std::string(name) + " is null but count is " + std::to_string(count));
     if (reinterpret_cast<std::uintptr_t>(p) % alignof(T))
-      detail::throw_invalid(call, std::string(name) + " " + pointer_name(p) + " is not aligned to its element type (" +
-                                      std::to_string(alignof(T)) + " bytes)");
+      detail::throw_invalid(call, std::string(name) + " " + pointer_name(p) +
+                                      " is not aligned to its element type (" + std::to_string(alignof(T)) +
+                                      " bytes)");
   }
 
   /// Partially overlapping buffers are an error; `in_place` is the one overlap allowed.
   template <class T>
-  static void check_overlap(const char* call, const T* in, std::size_t nin, const T* out, std::size_t nout, bool in_place) {
+  static void check_overlap(const char* call, const T* in, std::size_t nin, const T* out, std::size_t nout,
+                            bool in_place) {
     if (in_place || !in || !out || !nin || !nout) return;
     if (in < out + nout && out < in + nin)
       detail::throw_invalid(call, "send and recv buffers overlap without being in place");
@@ -411,7 +423,8 @@ private:
 
   void check_root(const char* call, int root) const {
     if (root < 0 || root >= world())
-      detail::throw_invalid(call, "root " + std::to_string(root) + " is outside [0, " + std::to_string(world()) + ")");
+      detail::throw_invalid(call, "root " + std::to_string(root) + " is outside [0, " +
+                                      std::to_string(world()) + ")");
   }
 
   config cfg_;
@@ -423,7 +436,8 @@ private:
   typename P::stream stream_{};
   std::vector<std::unique_ptr<window_view>> windows_;
   bool aborted_ = false;
-  [[no_unique_address]] std::conditional_t<std::is_same_v<P, platform::host>, dma::host_engine_service, char> engine_;
+  [[no_unique_address]] std::conditional_t<std::is_same_v<P, platform::host>, dma::host_engine_service, char>
+      engine_;
 };
 
 } // namespace ark

@@ -6,7 +6,8 @@
 //
 //   __global__ void step(ark::device_comm<ark::platform::cuda> comm, float* grad, std::size_t n) {
 //     ark::block_scope block;
-//     comm.all_reduce<ark::algo::one_shot, ark::dma::ll_packet<4>>(block, blockIdx.x, gridDim.x, grad, grad, n);
+//     comm.all_reduce<ark::algo::one_shot, ark::dma::ll_packet<4>>(block, blockIdx.x, gridDim.x, grad, grad,
+//     n);
 //   }
 //
 // Rules: every rank calls the same collectives in the same order with the same worker count;
@@ -43,7 +44,8 @@ struct device_comm {
   template <collective K, class A = algo::automatic, class B = dma::automatic, scope G, element T, class Op>
   ARK_HD bool run(G& g, unsigned worker, unsigned workers, const T* in, T* out, std::size_t count, int root,
                   const Op& op) const {
-    static_assert(reduce_op<Op, T>, "ark: Op is not a reduction operator for T (see ark/concepts/reduce_op.hpp)");
+    static_assert(reduce_op<Op, T>,
+                  "ark: Op is not a reduction operator for T (see ark/concepts/reduce_op.hpp)");
     if constexpr (std::is_same_v<A, algo::automatic> || std::is_same_v<B, dma::automatic>) {
       const choice c = select(K, count * sizeof(T), team.world, tune);
       return with_choice<K, A, B>(c, [&](auto a, auto b) {
@@ -57,8 +59,8 @@ struct device_comm {
           record_error<P>(team.ctl, errc::unsupported, 0, -1, worker, 0, workers, team.lay.workers);
         return false;
       }
-      const call_desc d = call_desc::make(K, A::id, static_cast<std::uint8_t>(dtype_of<T>), op_id<Op>, B::id, workers,
-                                          root, count);
+      const call_desc d = call_desc::make(K, A::id, static_cast<std::uint8_t>(dtype_of<T>), op_id<Op>, B::id,
+                                          workers, root, count);
       const context<P, B, G> ctx(g, team, worker, workers, d);
       return algorithms::run<K, A>(ctx, in, out, count, root, op);
     }
@@ -75,7 +77,8 @@ struct device_comm {
     return run<collective::reduce_scatter, A, B>(g, worker, workers, in, out, count, 0, op);
   }
   template <class A = algo::automatic, class B = dma::automatic, scope G, element T>
-  ARK_HD bool all_gather(G& g, unsigned worker, unsigned workers, const T* in, T* out, std::size_t count) const {
+  ARK_HD bool all_gather(G& g, unsigned worker, unsigned workers, const T* in, T* out,
+                         std::size_t count) const {
     return run<collective::all_gather, A, B>(g, worker, workers, in, out, count, 0, op::sum{});
   }
   template <class B = dma::automatic, scope G, element T>
@@ -84,8 +87,8 @@ struct device_comm {
     return run<collective::broadcast, algo::direct, B>(g, worker, workers, in, out, count, root, op::sum{});
   }
   template <class B = dma::automatic, scope G, element T, class Op = op::sum>
-  ARK_HD bool reduce(G& g, unsigned worker, unsigned workers, const T* in, T* out, std::size_t count, int root,
-                     Op op = {}) const {
+  ARK_HD bool reduce(G& g, unsigned worker, unsigned workers, const T* in, T* out, std::size_t count,
+                     int root, Op op = {}) const {
     return run<collective::reduce, algo::direct, B>(g, worker, workers, in, out, count, root, op);
   }
 
@@ -94,19 +97,27 @@ private:
   template <collective K, class A, class B, class F>
   ARK_HD static bool with_choice(choice c, F&& f) {
     auto with_backend = [&](auto a) -> bool {
-      if constexpr (!algorithms::implements<K, decltype(a)>) return false;  // never chosen for K
-      else if constexpr (!std::is_same_v<B, dma::automatic>) return f(a, B{});
-      else if (c.ll) return f(a, dma::ll_packet<default_depth>{});
-      else return f(a, dma::thread_copy<default_depth>{});
+      if constexpr (!algorithms::implements<K, decltype(a)>)
+        return false; // never chosen for K
+      else if constexpr (!std::is_same_v<B, dma::automatic>)
+        return f(a, B{});
+      else if (c.ll)
+        return f(a, dma::ll_packet<default_depth>{});
+      else
+        return f(a, dma::thread_copy<default_depth>{});
     };
     if constexpr (!std::is_same_v<A, algo::automatic>) {
       return with_backend(A{});
     } else {
       switch (c.algorithm) {
-      case algo::one_shot::id: return with_backend(algo::one_shot{});
-      case algo::two_shot::id: return with_backend(algo::two_shot{});
-      case algo::ring::id: return with_backend(algo::ring{});
-      default: return with_backend(algo::direct{});
+      case algo::one_shot::id:
+        return with_backend(algo::one_shot{});
+      case algo::two_shot::id:
+        return with_backend(algo::two_shot{});
+      case algo::ring::id:
+        return with_backend(algo::ring{});
+      default:
+        return with_backend(algo::direct{});
       }
     }
   }

@@ -14,16 +14,16 @@
 namespace ark {
 
 struct tuning {
-  std::size_t ll_max_bytes = 64 << 10;        ///< LL packets up to this many bytes per rank
-  std::size_t one_shot_max_bytes = 1 << 20;   ///< one-shot all-reduce up to here when world > 2
-  std::size_t direct_max_world = 8;           ///< direct (not ring) collectives up to this world
-  std::size_t bytes_per_worker = 256 << 10;   ///< one more worker per this many bytes
-  unsigned threads = 1;                       ///< threads per worker
+  std::size_t ll_max_bytes = 64 << 10;      ///< LL packets up to this many bytes per rank
+  std::size_t one_shot_max_bytes = 1 << 20; ///< one-shot all-reduce up to here when world > 2
+  std::size_t direct_max_world = 8;         ///< direct (not ring) collectives up to this world
+  std::size_t bytes_per_worker = 256 << 10; ///< one more worker per this many bytes
+  unsigned threads = 1;                     ///< threads per worker
 };
 
 struct choice {
-  std::uint8_t algorithm;  ///< algo::*::id
-  bool ll;                 ///< LL packets (else thread copies)
+  std::uint8_t algorithm; ///< algo::*::id
+  bool ll;                ///< LL packets (else thread copies)
 };
 
 /// `bytes` is the per-rank payload of the call (what each rank contributes).
@@ -36,7 +36,8 @@ ARK_HD inline choice select(collective k, std::size_t bytes, int world, const tu
   case collective::reduce_scatter:
   case collective::all_gather:
     return {world <= static_cast<int>(t.direct_max_world) ? algo::direct::id : algo::ring::id, ll};
-  default: return {algo::direct::id, ll};
+  default:
+    return {algo::direct::id, ll};
   }
 }
 

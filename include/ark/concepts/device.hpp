@@ -56,57 +56,59 @@ struct archetype_work {
 } // namespace detail
 
 template <class P>
-concept device =
-    requires {
-      typename P::stream;
-      typename P::memory;
-      typename P::ipc_handle;
-      typename P::control_memory;
-      P::name;
-    } && std::is_convertible_v<decltype(P::name), const char*> &&
-    std::is_trivially_copyable_v<typename P::ipc_handle> &&
-    requires(std::uint64_t* f, const std::uint64_t* cf, std::uint64_t v, std::uint32_t* w, std::uint32_t u,
-             unsigned spins, void* p, const void* cp, vec<8> v8, vec<16> v16, std::uint64_t& a) {
-      // 1. atomics
-      { P::load_acquire(cf) } -> std::same_as<std::uint64_t>;
-      { P::load_relaxed(cf) } -> std::same_as<std::uint64_t>;
-      { P::store_release(f, v) } -> std::same_as<void>;
-      { P::store_relaxed(f, v) } -> std::same_as<void>;
-      { P::fetch_add(f, v) } -> std::same_as<std::uint64_t>;
-      { P::compare_exchange(w, u, u) } -> std::same_as<bool>;
-      { P::fence() } -> std::same_as<void>;
-      // 2. clock
-      { P::now_ns() } -> std::same_as<std::uint64_t>;
-      { P::pause(spins) } -> std::same_as<void>;
-      // 3. vectors
-      { P::template load<16>(cp) } -> std::same_as<vec<16>>;
-      { P::template load<8>(cp) } -> std::same_as<vec<8>>;
-      { P::template load_peer<16>(cp) } -> std::same_as<vec<16>>;
-      { P::template store<16>(p, v16) } -> std::same_as<void>;
-      { P::template store<8>(p, v8) } -> std::same_as<void>;
-      // 4. LL packets
-      { P::store_ll(f, v, v) } -> std::same_as<void>;
-      { P::load_ll(cf, a, a) } -> std::same_as<void>;
-    } &&
-    requires(std::size_t n, int dev, typename P::memory& m, const typename P::ipc_handle& h,
-             typename P::control_memory& c, typename P::stream s, launch_shape shape,
-             const detail::archetype_work& work, void* p) {
-      // 5. memory
-      { P::allocate(n, dev) } -> std::same_as<typename P::memory>;
-      { P::release(m) } -> std::same_as<void>;
-      { P::export_handle(m) } -> std::same_as<typename P::ipc_handle>;
-      { P::import_handle(h, dev) } -> std::same_as<void*>;
-      { P::close_import(p) } -> std::same_as<void>;
-      { P::allocate_control(n) } -> std::same_as<typename P::control_memory>;
-      { P::release_control(c) } -> std::same_as<void>;
-      { P::zero(p, n) } -> std::same_as<void>;
-      { P::copy(p, p, n) } -> std::same_as<void>;
-      // 6. execution
-      { P::create_stream(dev) } -> std::same_as<typename P::stream>;
-      { P::destroy_stream(s) } -> std::same_as<void>;
-      { P::synchronize(s) } -> std::same_as<void>;
-      { P::launch(s, shape, work) } -> std::same_as<void>;
-      { P::synchronous_launch } -> std::same_as<const bool&>;
-    };
+concept device = requires {
+  typename P::stream;
+  typename P::memory;
+  typename P::ipc_handle;
+  typename P::control_memory;
+  P::name;
+}
+&&std::is_convertible_v<decltype(P::name), const char*>&&
+    std::is_trivially_copyable_v<typename P::ipc_handle>&& requires(std::uint64_t* f, const std::uint64_t* cf,
+                                                                    std::uint64_t v, std::uint32_t* w,
+                                                                    std::uint32_t u, unsigned spins, void* p,
+                                                                    const void* cp, vec<8> v8, vec<16> v16,
+                                                                    std::uint64_t& a) {
+  // 1. atomics
+  { P::load_acquire(cf) } -> std::same_as<std::uint64_t>;
+  { P::load_relaxed(cf) } -> std::same_as<std::uint64_t>;
+  { P::store_release(f, v) } -> std::same_as<void>;
+  { P::store_relaxed(f, v) } -> std::same_as<void>;
+  { P::fetch_add(f, v) } -> std::same_as<std::uint64_t>;
+  { P::compare_exchange(w, u, u) } -> std::same_as<bool>;
+  { P::fence() } -> std::same_as<void>;
+  // 2. clock
+  { P::now_ns() } -> std::same_as<std::uint64_t>;
+  { P::pause(spins) } -> std::same_as<void>;
+  // 3. vectors
+  { P::template load<16>(cp) } -> std::same_as<vec<16>>;
+  { P::template load<8>(cp) } -> std::same_as<vec<8>>;
+  { P::template load_peer<16>(cp) } -> std::same_as<vec<16>>;
+  { P::template store<16>(p, v16) } -> std::same_as<void>;
+  { P::template store<8>(p, v8) } -> std::same_as<void>;
+  // 4. LL packets
+  { P::store_ll(f, v, v) } -> std::same_as<void>;
+  { P::load_ll(cf, a, a) } -> std::same_as<void>;
+}
+&&requires(std::size_t n, int dev, typename P::memory& m, const typename P::ipc_handle& h,
+           typename P::control_memory& c, typename P::stream s, launch_shape shape,
+           const detail::archetype_work& work, void* p) {
+  // 5. memory
+  { P::allocate(n, dev) } -> std::same_as<typename P::memory>;
+  { P::release(m) } -> std::same_as<void>;
+  { P::export_handle(m) } -> std::same_as<typename P::ipc_handle>;
+  { P::import_handle(h, dev) } -> std::same_as<void*>;
+  { P::close_import(p) } -> std::same_as<void>;
+  { P::allocate_control(n) } -> std::same_as<typename P::control_memory>;
+  { P::release_control(c) } -> std::same_as<void>;
+  { P::zero(p, n) } -> std::same_as<void>;
+  { P::copy(p, p, n) } -> std::same_as<void>;
+  // 6. execution
+  { P::create_stream(dev) } -> std::same_as<typename P::stream>;
+  { P::destroy_stream(s) } -> std::same_as<void>;
+  { P::synchronize(s) } -> std::same_as<void>;
+  { P::launch(s, shape, work) } -> std::same_as<void>;
+  { P::synchronous_launch } -> std::same_as<const bool&>;
+};
 
 } // namespace ark

@@ -41,23 +41,24 @@
 namespace ark {
 
 template <class B>
-concept dma_backend =
-    std::same_as<typename B::dma_concept, dma::backend_tag> && (B::depth >= 1) &&
-    (B::vec_bytes == 8 || B::vec_bytes == 16) &&
-    std::is_same_v<decltype(B::ll), const bool> && std::is_same_v<decltype(B::id), const std::uint8_t> &&
-    requires(const context<platform::host, B, single_thread_scope>& ctx, void* p, const void* cp, std::size_t n,
-             std::uint64_t* f, const std::uint64_t* cf, std::uint64_t v, dma::peers ps, vec<B::vec_bytes>& x) {
-      { B::put(ctx, p, cp, n) } -> std::same_as<bool>;
-      { B::signal(ctx, f, v) } -> std::same_as<void>;
-      { B::wait(ctx, cf, v, wait_kind::flag, 0) } -> std::same_as<bool>;
-      { B::flush(ctx) } -> std::same_as<bool>;
-      { B::send(ctx, ps, v, cp, n) } -> std::same_as<bool>;
-      { B::open_send(ctx, ps, v) } -> std::same_as<bool>;
-      { B::close_send(ctx, ps, v, n) } -> std::same_as<bool>;
-      { B::open_recv(ctx, ps, v) } -> std::same_as<bool>;
-      { B::close_recv(ctx, ps, v) } -> std::same_as<void>;
-      { B::tx(ctx, 0, v).store(n, x) } -> std::same_as<void>;
-      { B::rx(ctx, 0, v).load(ctx, n, x) } -> std::same_as<bool>;
-    };
+concept dma_backend = std::same_as<typename B::dma_concept, dma::backend_tag> &&(B::depth >= 1) &&
+                      (B::vec_bytes == 8 || B::vec_bytes == 16) &&
+                      std::is_same_v<decltype(B::ll), const bool>&& std::
+                          is_same_v<decltype(B::id), const std::uint8_t>&& requires(
+                              const context<platform::host, B, single_thread_scope>& ctx, void* p,
+                              const void* cp, std::size_t n, std::uint64_t* f, const std::uint64_t* cf,
+                              std::uint64_t v, dma::peers ps, vec<B::vec_bytes>& x) {
+  { B::put(ctx, p, cp, n) } -> std::same_as<bool>;
+  { B::signal(ctx, f, v) } -> std::same_as<void>;
+  { B::wait(ctx, cf, v, wait_kind::flag, 0) } -> std::same_as<bool>;
+  { B::flush(ctx) } -> std::same_as<bool>;
+  { B::send(ctx, ps, v, cp, n) } -> std::same_as<bool>;
+  { B::open_send(ctx, ps, v) } -> std::same_as<bool>;
+  { B::close_send(ctx, ps, v, n) } -> std::same_as<bool>;
+  { B::open_recv(ctx, ps, v) } -> std::same_as<bool>;
+  { B::close_recv(ctx, ps, v) } -> std::same_as<void>;
+  { B::tx(ctx, 0, v).store(n, x) } -> std::same_as<void>;
+  { B::rx(ctx, 0, v).load(ctx, n, x) } -> std::same_as<bool>;
+};
 
 } // namespace ark

@@ -34,14 +34,18 @@ concept finalizing_op = reduce_op<Op, T> && requires(const Op& op, acc_t<T> a, i
 
 namespace detail {
 template <class Op>
-concept has_op_id = requires { Op::id; };
+concept has_op_id = requires {
+  Op::id;
+};
 } // namespace detail
 
 /// The id ranks compare to detect different ops; 0xff for a user op without one.
 template <class Op>
 inline constexpr std::uint8_t op_id = [] {
-  if constexpr (detail::has_op_id<Op>) return static_cast<std::uint8_t>(Op::id);
-  else return static_cast<std::uint8_t>(0xff);
+  if constexpr (detail::has_op_id<Op>)
+    return static_cast<std::uint8_t>(Op::id);
+  else
+    return static_cast<std::uint8_t>(0xff);
 }();
 
 } // namespace ark

@@ -13,7 +13,7 @@ enum class dtype : std::uint8_t { f32 = 0, f64, i32, i64, u8, f16, bf16 };
 inline constexpr int dtype_count = 7;
 
 template <class T>
-struct dtype_traits;  // undefined for types ark does not reduce
+struct dtype_traits; // undefined for types ark does not reduce
 
 #define ARK_DTYPE_TRAITS(T, tag, Acc, label)                                                                 \
   template <>                                                                                                \
@@ -33,7 +33,9 @@ ARK_DTYPE_TRAITS(bf16, bf16, float, "bf16")
 
 /// True for the element types listed above.
 template <class T>
-concept element = requires { dtype_traits<T>::value; };
+concept element = requires {
+  dtype_traits<T>::value;
+};
 
 /// The type a reduction of T is carried out in: float for the 16-bit floats, T otherwise.
 template <element T>

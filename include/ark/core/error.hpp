@@ -16,76 +16,110 @@ namespace ark {
 
 enum class errc : std::uint32_t {
   ok = 0,
-  timeout = 1,       ///< a wait on a peer ran past its deadline
-  mismatch = 2,      ///< a peer's call differs from ours (count, dtype, op, algorithm, ...)
-  aborted = 3,       ///< the communicator was aborted while waiting
+  timeout = 1,  ///< a wait on a peer ran past its deadline
+  mismatch = 2, ///< a peer's call differs from ours (count, dtype, op, algorithm, ...)
+  aborted = 3,  ///< the communicator was aborted while waiting
   invalid_argument = 4,
   unsupported = 5,
-  platform = 6,      ///< an error reported by the platform runtime (CUDA, HIP, OS)
+  platform = 6, ///< an error reported by the platform runtime (CUDA, HIP, OS)
 };
 
 /// What a waiter was waiting for when it failed.
 enum class wait_kind : std::uint32_t {
   none = 0,
-  data = 1,      ///< a peer's data for a pipeline step (head flag or LL packet)
-  credit = 2,    ///< a free slot in a peer's receive buffer (the peer's acknowledgement)
-  barrier = 3,   ///< a peer reaching a barrier
-  engine = 4,    ///< a DMA engine draining its request queue
-  flag = 5,      ///< a user-level flag (custom collectives)
+  data = 1,    ///< a peer's data for a pipeline step (head flag or LL packet)
+  credit = 2,  ///< a free slot in a peer's receive buffer (the peer's acknowledgement)
+  barrier = 3, ///< a peer reaching a barrier
+  engine = 4,  ///< a DMA engine draining its request queue
+  flag = 5,    ///< a user-level flag (custom collectives)
 };
 
 /// Which field of a call description differed between two ranks.
-enum class desc_field : std::uint32_t { none = 0, kind, algorithm, dtype, op, count, root, workers, protocol, sequence };
+enum class desc_field : std::uint32_t {
+  none = 0,
+  kind,
+  algorithm,
+  dtype,
+  op,
+  count,
+  root,
+  workers,
+  protocol,
+  sequence
+};
 
 /// The first error a rank hit, written by device or host code, read by the host.
 /// Trivially copyable; lives in memory the host can read.
 struct error_record {
-  std::uint32_t code;    // errc; 0 while no error
-  std::int32_t peer;     // the peer involved, -1 if none
-  std::uint32_t worker;  // which worker (block / host thread team) saw it
-  std::uint32_t what;    // wait_kind for timeouts, desc_field for mismatches
-  std::uint64_t step;    // pipeline step or expected flag value
-  std::uint64_t mine;    // our value (mismatch) or the value we waited for
-  std::uint64_t theirs;  // the peer's value (mismatch) or the value we last saw
+  std::uint32_t code;   // errc; 0 while no error
+  std::int32_t peer;    // the peer involved, -1 if none
+  std::uint32_t worker; // which worker (block / host thread team) saw it
+  std::uint32_t what;   // wait_kind for timeouts, desc_field for mismatches
+  std::uint64_t step;   // pipeline step or expected flag value
+  std::uint64_t mine;   // our value (mismatch) or the value we waited for
+  std::uint64_t theirs; // the peer's value (mismatch) or the value we last saw
 };
 
 inline const char* to_string(errc c) {
   switch (c) {
-  case errc::ok: return "ok";
-  case errc::timeout: return "timeout";
-  case errc::mismatch: return "call mismatch";
-  case errc::aborted: return "aborted";
-  case errc::invalid_argument: return "invalid argument";
-  case errc::unsupported: return "unsupported";
-  case errc::platform: return "platform error";
+  case errc::ok:
+    return "ok";
+  case errc::timeout:
+    return "timeout";
+  case errc::mismatch:
+    return "call mismatch";
+  case errc::aborted:
+    return "aborted";
+  case errc::invalid_argument:
+    return "invalid argument";
+  case errc::unsupported:
+    return "unsupported";
+  case errc::platform:
+    return "platform error";
   }
   return "unknown";
 }
 
 inline const char* to_string(wait_kind w) {
   switch (w) {
-  case wait_kind::none: return "nothing";
-  case wait_kind::data: return "data";
-  case wait_kind::credit: return "a free receive slot (acknowledgement)";
-  case wait_kind::barrier: return "a barrier";
-  case wait_kind::engine: return "the DMA engine";
-  case wait_kind::flag: return "a flag";
+  case wait_kind::none:
+    return "nothing";
+  case wait_kind::data:
+    return "data";
+  case wait_kind::credit:
+    return "a free receive slot (acknowledgement)";
+  case wait_kind::barrier:
+    return "a barrier";
+  case wait_kind::engine:
+    return "the DMA engine";
+  case wait_kind::flag:
+    return "a flag";
   }
   return "unknown";
 }
 
 inline const char* to_string(desc_field f) {
   switch (f) {
-  case desc_field::none: return "none";
-  case desc_field::kind: return "collective";
-  case desc_field::algorithm: return "algorithm";
-  case desc_field::dtype: return "dtype";
-  case desc_field::op: return "reduction op";
-  case desc_field::count: return "count";
-  case desc_field::root: return "root";
-  case desc_field::workers: return "worker count";
-  case desc_field::protocol: return "DMA backend";
-  case desc_field::sequence: return "pipeline step (the ranks are at different calls)";
+  case desc_field::none:
+    return "none";
+  case desc_field::kind:
+    return "collective";
+  case desc_field::algorithm:
+    return "algorithm";
+  case desc_field::dtype:
+    return "dtype";
+  case desc_field::op:
+    return "reduction op";
+  case desc_field::count:
+    return "count";
+  case desc_field::root:
+    return "root";
+  case desc_field::workers:
+    return "worker count";
+  case desc_field::protocol:
+    return "DMA backend";
+  case desc_field::sequence:
+    return "pipeline step (the ranks are at different calls)";
   }
   return "unknown";
 }
@@ -144,11 +178,14 @@ inline std::string describe(const error_record& r, int rank) {
          ", last seen " + std::to_string(r.theirs) + ")";
     break;
   case errc::mismatch:
-    s += " with rank " + std::to_string(r.peer) + ": " + to_string(static_cast<desc_field>(r.what)) +
-         " is " + std::to_string(r.mine) + " here but " + std::to_string(r.theirs) + " there";
+    s += " with rank " + std::to_string(r.peer) + ": " + to_string(static_cast<desc_field>(r.what)) + " is " +
+         std::to_string(r.mine) + " here but " + std::to_string(r.theirs) + " there";
     break;
-  case errc::aborted: s += " while waiting (worker " + std::to_string(r.worker) + ")"; break;
-  default: break;
+  case errc::aborted:
+    s += " while waiting (worker " + std::to_string(r.worker) + ")";
+    break;
+  default:
+    break;
   }
   return s;
 }
@@ -157,10 +194,14 @@ inline std::string describe(const error_record& r, int rank) {
 [[noreturn]] inline void raise(const error_record& r, int rank, const char* call) {
   std::string msg = std::string(call) + ": " + describe(r, rank);
   switch (static_cast<errc>(r.code)) {
-  case errc::timeout: throw timeout_error(msg, r);
-  case errc::mismatch: throw mismatch_error(msg, r);
-  case errc::aborted: throw aborted_error(msg);
-  default: throw error(static_cast<errc>(r.code), msg);
+  case errc::timeout:
+    throw timeout_error(msg, r);
+  case errc::mismatch:
+    throw mismatch_error(msg, r);
+  case errc::aborted:
+    throw aborted_error(msg);
+  default:
+    throw error(static_cast<errc>(r.code), msg);
   }
 }
 

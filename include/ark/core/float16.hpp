@@ -28,7 +28,7 @@ ARK_HD inline std::uint16_t float_to_half_bits(float f) {
   if (e == 0xffu) return static_cast<std::uint16_t>(sign | 0x7c00u | (m ? 0x200u | (m >> 13) : 0u));
   const int exp = static_cast<int>(e) - 127 + 15;
   if (exp >= 31) return static_cast<std::uint16_t>(sign | 0x7c00u);
-  if (exp <= 0) {  // a half subnormal, or zero
+  if (exp <= 0) { // a half subnormal, or zero
     if (exp < -10) return static_cast<std::uint16_t>(sign);
     m |= 0x800000u;
     const int shift = 14 - exp;
@@ -40,7 +40,7 @@ ARK_HD inline std::uint16_t float_to_half_bits(float f) {
   }
   std::uint32_t h = sign | (static_cast<std::uint32_t>(exp) << 10) | (m >> 13);
   const std::uint32_t rem = m & 0x1fffu;
-  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;  // a carry may round up to infinity: correct
+  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h; // a carry may round up to infinity: correct
   return static_cast<std::uint16_t>(h);
 }
 
@@ -54,9 +54,12 @@ ARK_HD inline float half_bits_to_float(std::uint16_t h) {
   } else if (e == 0) {
     if (m == 0) {
       bits = sign;
-    } else {  // normalise a subnormal
+    } else { // normalise a subnormal
       int shift = 0;
-      while (!(m & 0x400u)) { m <<= 1; ++shift; }
+      while (!(m & 0x400u)) {
+        m <<= 1;
+        ++shift;
+      }
       bits = sign | (static_cast<std::uint32_t>(113 - shift) << 23) | ((m & 0x3ffu) << 13);
     }
   } else {
@@ -67,7 +70,8 @@ ARK_HD inline float half_bits_to_float(std::uint16_t h) {
 
 ARK_HD inline std::uint16_t float_to_bf16_bits(float f) {
   std::uint32_t x = bit_cast<std::uint32_t>(f);
-  if ((x & 0x7f800000u) == 0x7f800000u && (x & 0x7fffffu)) return static_cast<std::uint16_t>((x >> 16) | 0x40u);
+  if ((x & 0x7f800000u) == 0x7f800000u && (x & 0x7fffffu))
+    return static_cast<std::uint16_t>((x >> 16) | 0x40u);
   x += 0x7fffu + ((x >> 16) & 1u);
   return static_cast<std::uint16_t>(x >> 16);
 }

@@ -64,7 +64,8 @@ ARK_HD void group_copy(const Ctx& ctx, void* dst, const void* src, std::size_t b
   const std::size_t tid = ctx.g.thread_rank(), nt = ctx.g.size();
   const bool aligned = (reinterpret_cast<std::uintptr_t>(d) | reinterpret_cast<std::uintptr_t>(s)) % 16 == 0;
   const std::size_t nv = aligned ? bytes / 16 : 0;
-  for (std::size_t i = tid; i < nv; i += nt) P::template store<16>(d + 16 * i, P::template load<16>(s + 16 * i));
+  for (std::size_t i = tid; i < nv; i += nt)
+    P::template store<16>(d + 16 * i, P::template load<16>(s + 16 * i));
   for (std::size_t i = 16 * nv + tid; i < bytes; i += nt) d[i] = s[i];
 }
 
@@ -72,7 +73,8 @@ ARK_HD void group_copy(const Ctx& ctx, void* dst, const void* src, std::size_t b
 /// at most `depth` steps of ours are ahead of it and our slot for `step` in p is free.
 template <class Ctx>
 ARK_HD bool wait_credit(const Ctx& ctx, int p, std::uint64_t step, unsigned depth) {
-  return step <= depth || ctx.wait_geq(ctx.lay().ack(ctx.local(), ctx.worker, p), step - depth, wait_kind::credit, p);
+  return step <= depth ||
+         ctx.wait_geq(ctx.lay().ack(ctx.local(), ctx.worker, p), step - depth, wait_kind::credit, p);
 }
 
 /// Scope-collective: once every thread is done with the addressed peers' payload for `step`,

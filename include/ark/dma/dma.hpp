@@ -19,6 +19,7 @@ struct automatic {
 };
 } // namespace dma
 
-static_assert(dma_backend<dma::thread_copy<1>> && dma_backend<dma::ll_packet<8>> && dma_backend<dma::host_engine<2>>);
+static_assert(dma_backend<dma::thread_copy<1>> && dma_backend<dma::ll_packet<8>> &&
+              dma_backend<dma::host_engine<2>>);
 
 } // namespace ark

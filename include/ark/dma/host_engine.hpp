@@ -33,7 +33,8 @@ struct host_engine : simple_channel<host_engine<Depth>> {
     using P = typename Ctx::platform;
     engine_queue* q = ctx.lay().queue(ctx.local(), ctx.worker);
     const std::uint64_t n = P::load_relaxed(&q->posted);
-    if (n + 1 > Depth && !ctx.wait_geq(&q->completed, n + 1 - Depth, wait_kind::engine, ctx.rank())) return false;
+    if (n + 1 > Depth && !ctx.wait_geq(&q->completed, n + 1 - Depth, wait_kind::engine, ctx.rank()))
+      return false;
     engine_request& r = ctx.lay().requests(ctx.local(), ctx.worker)[n % ctx.lay().queue_capacity];
     r.dst = reinterpret_cast<std::uint64_t>(dst);
     r.src = reinterpret_cast<std::uint64_t>(src);
@@ -56,7 +57,8 @@ struct host_engine : simple_channel<host_engine<Depth>> {
   }
 
   template <class Ctx>
-  ARK_HD static bool wait(const Ctx& ctx, const std::uint64_t* flag, std::uint64_t value, wait_kind kind, int peer) {
+  ARK_HD static bool wait(const Ctx& ctx, const std::uint64_t* flag, std::uint64_t value, wait_kind kind,
+                          int peer) {
     const bool ok = ctx.g.thread_rank() != 0 || ctx.wait_geq(flag, value, kind, peer);
     return !ctx.g.sync_any(!ok);
   }

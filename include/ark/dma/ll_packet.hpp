@@ -21,7 +21,7 @@ ARK_HD inline std::uint64_t ll_half(std::uint32_t data, std::uint32_t flag) {
 /// Stores 8-byte units of a step as packets into a peer's LL slot.
 template <class P>
 struct ll_writer {
-  std::uint64_t* packets;  // the slot, header included
+  std::uint64_t* packets; // the slot, header included
   std::uint32_t flag;
   ARK_HD void store(std::size_t i, const vec<8>& v) const {
     const std::uint64_t d = v.w[0];
@@ -54,7 +54,8 @@ struct ll_reader {
       P::pause(spins);
       P::load_ll(pk, a, b);
       if (ready(a, b)) return true;
-      if ((spins & 63u) == 63u && !ctx.keep_waiting(start, wait_kind::data, peer, flag, a >> 32)) return false;
+      if ((spins & 63u) == 63u && !ctx.keep_waiting(start, wait_kind::data, peer, flag, a >> 32))
+        return false;
     }
   }
 

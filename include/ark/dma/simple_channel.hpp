@@ -42,8 +42,10 @@ struct simple_channel {
 
   template <class Ctx>
   ARK_HD static slot_writer<typename Ctx::platform> tx(const Ctx& ctx, int peer, std::uint64_t step) {
-    if constexpr (B::direct) return {ctx.lay().data(ctx.remote(peer), ctx.worker, ctx.rank(), step)};
-    else return {ctx.lay().stage(ctx.local(), ctx.worker, peer, step)};
+    if constexpr (B::direct)
+      return {ctx.lay().data(ctx.remote(peer), ctx.worker, ctx.rank(), step)};
+    else
+      return {ctx.lay().stage(ctx.local(), ctx.worker, peer, step)};
   }
 
   template <class Ctx>
@@ -107,7 +109,8 @@ struct simple_channel {
   ARK_HD static bool open_recv(const Ctx& ctx, peers ps, std::uint64_t step) {
     using P = typename Ctx::platform;
     const bool ok = for_each_peer(ctx, ps, [&](int p) {
-      if (!ctx.wait_geq(ctx.lay().head(ctx.local(), ctx.worker, p), step + 1, wait_kind::data, p)) return false;
+      if (!ctx.wait_geq(ctx.lay().head(ctx.local(), ctx.worker, p), step + 1, wait_kind::data, p))
+        return false;
       const slot_header* h = ctx.lay().hdr(ctx.local(), ctx.worker, p, step);
       call_desc d;
       d.count = P::load_relaxed(&h->count);
@@ -153,7 +156,8 @@ private:
 
   /// Engine backends (one thread): header, then a posted copy that raises head when it lands.
   template <class Ctx>
-  ARK_HD static bool post_step(const Ctx& ctx, int p, std::uint64_t step, const void* src, std::size_t bytes) {
+  ARK_HD static bool post_step(const Ctx& ctx, int p, std::uint64_t step, const void* src,
+                               std::size_t bytes) {
     write_header(ctx, p, step);
     return B::post(ctx, ctx.lay().data(ctx.remote(p), ctx.worker, ctx.rank(), step), src, bytes,
                    ctx.lay().head(ctx.remote(p), ctx.worker, ctx.rank()), step + 1);

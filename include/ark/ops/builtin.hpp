@@ -33,33 +33,45 @@ ARK_HD ARK_FORCEINLINE A wrap_mul(A a, A b) {
 struct sum {
   static constexpr std::uint8_t id = 0;
   template <class A>
-  ARK_HD ARK_FORCEINLINE A operator()(A a, A b) const { return detail::wrap_add(a, b); }
+  ARK_HD ARK_FORCEINLINE A operator()(A a, A b) const {
+    return detail::wrap_add(a, b);
+  }
 };
 
 struct prod {
   static constexpr std::uint8_t id = 1;
   template <class A>
-  ARK_HD ARK_FORCEINLINE A operator()(A a, A b) const { return detail::wrap_mul(a, b); }
+  ARK_HD ARK_FORCEINLINE A operator()(A a, A b) const {
+    return detail::wrap_mul(a, b);
+  }
 };
 
 struct min {
   static constexpr std::uint8_t id = 2;
   template <class A>
-  ARK_HD ARK_FORCEINLINE A operator()(A a, A b) const { return b < a ? b : a; }
+  ARK_HD ARK_FORCEINLINE A operator()(A a, A b) const {
+    return b < a ? b : a;
+  }
 };
 
 struct max {
   static constexpr std::uint8_t id = 3;
   template <class A>
-  ARK_HD ARK_FORCEINLINE A operator()(A a, A b) const { return a < b ? b : a; }
+  ARK_HD ARK_FORCEINLINE A operator()(A a, A b) const {
+    return a < b ? b : a;
+  }
 };
 
 struct avg {
   static constexpr std::uint8_t id = 4;
   template <class A>
-  ARK_HD ARK_FORCEINLINE A operator()(A a, A b) const { return detail::wrap_add(a, b); }
+  ARK_HD ARK_FORCEINLINE A operator()(A a, A b) const {
+    return detail::wrap_add(a, b);
+  }
   template <class A>
-  ARK_HD ARK_FORCEINLINE A finalize(A a, int world) const { return a / static_cast<A>(world); }
+  ARK_HD ARK_FORCEINLINE A finalize(A a, int world) const {
+    return a / static_cast<A>(world);
+  }
 };
 
 } // namespace ark::op

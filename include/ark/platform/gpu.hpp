@@ -55,8 +55,8 @@ struct gpu {
   };
   struct ipc_handle {
     detail::rt::ipc_mem_handle_t handle;
-    std::uint64_t address;  // valid in the exporting process
-    std::uint64_t offset;   // from the start of the allocation
+    std::uint64_t address; // valid in the exporting process
+    std::uint64_t offset;  // from the start of the allocation
     std::int64_t pid;
     std::int32_t device;
   };
@@ -87,7 +87,8 @@ struct gpu {
     ARK_GPU_OR_HOST(detail::gpu::fetch_add(p, v), host::fetch_add(p, v));
   }
   ARK_HD static bool compare_exchange(std::uint32_t* p, std::uint32_t expected, std::uint32_t desired) {
-    ARK_GPU_OR_HOST(detail::gpu::compare_exchange(p, expected, desired), host::compare_exchange(p, expected, desired));
+    ARK_GPU_OR_HOST(detail::gpu::compare_exchange(p, expected, desired),
+                    host::compare_exchange(p, expected, desired));
   }
   ARK_HD static void fence() { ARK_GPU_OR_HOST(detail::gpu::fence(), host::fence()); }
   ARK_HD static std::uint64_t now_ns() { ARK_GPU_OR_HOST(detail::gpu::now_ns(), host::now_ns()); }
@@ -103,8 +104,10 @@ struct gpu {
   ARK_HD static vec<V> load_peer(const void* p) {
 #if defined(ARK_DEVICE_PASS)
     vec<V> v;
-    if constexpr (V == 16) detail::gpu::load_pair_volatile(p, v.w[0], v.w[1]);
-    else v.w[0] = detail::gpu::load_volatile(p);
+    if constexpr (V == 16)
+      detail::gpu::load_pair_volatile(p, v.w[0], v.w[1]);
+    else
+      v.w[0] = detail::gpu::load_volatile(p);
     return v;
 #else
     return host::load_peer<V>(p);
@@ -169,7 +172,7 @@ struct gpu {
         detail::rt::ipc_get_handle(&h.handle, base) == detail::rt::success) {
       h.offset = h.address - reinterpret_cast<std::uint64_t>(base);
     } else {
-      (void)detail::rt::get_last_error();  // not IPC-capable: usable in this process only
+      (void)detail::rt::get_last_error(); // not IPC-capable: usable in this process only
       h.pid = -static_cast<std::int64_t>(::getpid());
     }
     return h;
@@ -226,7 +229,9 @@ struct gpu {
     return s;
   }
   static void destroy_stream(stream s) { (void)detail::rt::stream_destroy(s); }
-  static void synchronize(stream s) { detail::rt::check(detail::rt::stream_synchronize(s), "synchronize stream"); }
+  static void synchronize(stream s) {
+    detail::rt::check(detail::rt::stream_synchronize(s), "synchronize stream");
+  }
 
   template <class F>
   static void launch(stream s, launch_shape shape, const F& work) {

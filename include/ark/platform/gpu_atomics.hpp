@@ -33,9 +33,13 @@ ARK_DEVICE ARK_FORCEINLINE std::uint64_t fetch_add(std::uint64_t* p, std::uint64
   asm volatile("atom.acq_rel.sys.add.u64 %0, [%1], %2;" : "=l"(old) : "l"(p), "l"(v) : "memory");
   return old;
 }
-ARK_DEVICE ARK_FORCEINLINE bool compare_exchange(std::uint32_t* p, std::uint32_t expected, std::uint32_t desired) {
+ARK_DEVICE ARK_FORCEINLINE bool compare_exchange(std::uint32_t* p, std::uint32_t expected,
+                                                 std::uint32_t desired) {
   std::uint32_t old;
-  asm volatile("atom.acq_rel.sys.cas.b32 %0, [%1], %2, %3;" : "=r"(old) : "l"(p), "r"(expected), "r"(desired) : "memory");
+  asm volatile("atom.acq_rel.sys.cas.b32 %0, [%1], %2, %3;"
+               : "=r"(old)
+               : "l"(p), "r"(expected), "r"(desired)
+               : "memory");
   return old == expected;
 }
 ARK_DEVICE ARK_FORCEINLINE void fence() { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
@@ -71,7 +75,8 @@ ARK_DEVICE ARK_FORCEINLINE void store_relaxed(std::uint64_t* p, std::uint64_t v)
 ARK_DEVICE ARK_FORCEINLINE std::uint64_t fetch_add(std::uint64_t* p, std::uint64_t v) {
   return __hip_atomic_fetch_add(p, v, __ATOMIC_ACQ_REL, __HIP_MEMORY_SCOPE_SYSTEM);
 }
-ARK_DEVICE ARK_FORCEINLINE bool compare_exchange(std::uint32_t* p, std::uint32_t expected, std::uint32_t desired) {
+ARK_DEVICE ARK_FORCEINLINE bool compare_exchange(std::uint32_t* p, std::uint32_t expected,
+                                                 std::uint32_t desired) {
   return __hip_atomic_compare_exchange_strong(p, &expected, desired, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED,
                                               __HIP_MEMORY_SCOPE_SYSTEM);
 }

@@ -33,7 +33,9 @@ inline error_t get_device(int* d) { return cudaGetDevice(d); }
 inline error_t malloc(void** p, std::size_t n) { return cudaMalloc(p, n); }
 inline error_t free(void* p) { return cudaFree(p); }
 inline error_t memset(void* p, int v, std::size_t n) { return cudaMemset(p, v, n); }
-inline error_t memcpy(void* d, const void* s, std::size_t n) { return cudaMemcpy(d, s, n, cudaMemcpyDefault); }
+inline error_t memcpy(void* d, const void* s, std::size_t n) {
+  return cudaMemcpy(d, s, n, cudaMemcpyDefault);
+}
 inline error_t device_synchronize() { return cudaDeviceSynchronize(); }
 inline error_t host_alloc_mapped(void** p, std::size_t n) {
   return cudaHostAlloc(p, n, cudaHostAllocMapped | cudaHostAllocPortable);
@@ -54,15 +56,19 @@ inline error_t enable_peer_access(int peer) {
   return e;
 }
 inline error_t ipc_get_handle(ipc_mem_handle_t* h, void* p) { return cudaIpcGetMemHandle(h, p); }
-inline error_t ipc_open(void** p, ipc_mem_handle_t h) { return cudaIpcOpenMemHandle(p, h, cudaIpcMemLazyEnablePeerAccess); }
+inline error_t ipc_open(void** p, ipc_mem_handle_t h) {
+  return cudaIpcOpenMemHandle(p, h, cudaIpcMemLazyEnablePeerAccess);
+}
 inline error_t ipc_close(void* p) { return cudaIpcCloseMemHandle(p); }
 /// The start of the allocation containing p (through the driver entry point, so that programs
 /// need no link against libcuda and still start on machines without a driver).
 inline error_t allocation_base(void** base, void* p) {
   void* fn = nullptr;
   cudaDriverEntryPointQueryResult status{};
-  const error_t e = cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &fn, 12000, cudaEnableDefault, &status);
-  if (e != cudaSuccess || !fn || status != cudaDriverEntryPointSuccess) return e != cudaSuccess ? e : cudaErrorNotSupported;
+  const error_t e =
+      cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &fn, 12000, cudaEnableDefault, &status);
+  if (e != cudaSuccess || !fn || status != cudaDriverEntryPointSuccess)
+    return e != cudaSuccess ? e : cudaErrorNotSupported;
   CUdeviceptr b = 0;
   std::size_t size = 0;
   const CUresult r =
@@ -108,7 +114,9 @@ inline error_t enable_peer_access(int peer) {
   return e;
 }
 inline error_t ipc_get_handle(ipc_mem_handle_t* h, void* p) { return hipIpcGetMemHandle(h, p); }
-inline error_t ipc_open(void** p, ipc_mem_handle_t h) { return hipIpcOpenMemHandle(p, h, hipIpcMemLazyEnablePeerAccess); }
+inline error_t ipc_open(void** p, ipc_mem_handle_t h) {
+  return hipIpcOpenMemHandle(p, h, hipIpcMemLazyEnablePeerAccess);
+}
 inline error_t ipc_close(void* p) { return hipIpcCloseMemHandle(p); }
 inline error_t allocation_base(void** base, void* p) {
   std::size_t size = 0;

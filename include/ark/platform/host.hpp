@@ -83,7 +83,7 @@ private:
     std::vector<std::thread> all;
     all.reserve(total - 1);
     for (auto& t : helpers_) all.push_back(std::move(t));
-    const std::uint64_t now = generation_.load();  // new helpers wait for the next launch
+    const std::uint64_t now = generation_.load(); // new helpers wait for the next launch
     for (unsigned tid = static_cast<unsigned>(all.size()) + 1; tid < total; ++tid)
       all.push_back(std::thread([this, tid, now] { helper(tid, now); }));
     helpers_.swap(all);
@@ -121,6 +121,49 @@ private:
   std::exception_ptr error_;
 };
 
+namespace detail::host_impl {
+inline std::uint64_t load(const std::uint64_t* p, std::memory_order o) {
+  return std::atomic_ref<std::uint64_t>(*const_cast<std::uint64_t*>(p)).load(o);
+}
+inline void store(std::uint64_t* p, std::uint64_t v, std::memory_order o) {
+  std::atomic_ref<std::uint64_t>(*p).store(v, o);
+}
+inline std::uint64_t fetch_add(std::uint64_t* p, std::uint64_t v) {
+  return std::atomic_ref<std::uint64_t>(*p).fetch_add(v, std::memory_order_acq_rel);
+}
+inline bool compare_exchange(std::uint32_t* p, std::uint32_t expected, std::uint32_t desired) {
+  return std::atomic_ref<std::uint32_t>(*p).compare_exchange_strong(expected, desired,
+                                                                    std::memory_order_acq_rel);
+}
+inline void fence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+inline std::uint64_t now_ns() {
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                        std::chrono::steady_clock::now().time_since_epoch())
+                                        .count());
+}
+inline void pause(unsigned spins) {
+  if (spins < 16) {
+#if defined(__x86_64__) || defined(__i386__)
+    _mm_pause();
+#endif
+  } else if (spins < 2048) {
+    std::this_thread::yield();
+  } else {
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+}
+template <std::size_t V>
+vec<V> load_vec(const void* p) {
+  vec<V> v;
+  std::memcpy(&v, p, V);
+  return v;
+}
+template <std::size_t V>
+void store_vec(void* p, const vec<V>& v) {
+  std::memcpy(p, &v, V);
+}
+} // namespace detail::host_impl
+
 namespace platform {
 
 struct host {
@@ -140,58 +183,58 @@ struct host {
     void* device_ptr = nullptr;
   };
 
-  // 1. atomics ---------------------------------------------------------------------------------
   // Sections 1-4 are callable from generic host/device code (ARK_HD) so that nvcc and hipcc accept
-  // algorithms instantiated for the host platform; their bodies exist in host compilation only.
-  ARK_HD static std::uint64_t load_acquire(const std::uint64_t* p) ARK_HOST_BODY(
-    return std::atomic_ref<std::uint64_t>(*const_cast<std::uint64_t*>(p)).load(std::memory_order_acquire);)
-  ARK_HD static std::uint64_t load_relaxed(const std::uint64_t* p) ARK_HOST_BODY(
-    return std::atomic_ref<std::uint64_t>(*const_cast<std::uint64_t*>(p)).load(std::memory_order_relaxed);)
-  ARK_HD static void store_release(std::uint64_t* p, std::uint64_t v) ARK_HOST_BODY(
-    std::atomic_ref<std::uint64_t>(*p).store(v, std::memory_order_release);)
-  ARK_HD static void store_relaxed(std::uint64_t* p, std::uint64_t v) ARK_HOST_BODY(
-    std::atomic_ref<std::uint64_t>(*p).store(v, std::memory_order_relaxed);)
-  ARK_HD static std::uint64_t fetch_add(std::uint64_t* p, std::uint64_t v) ARK_HOST_BODY(
-    return std::atomic_ref<std::uint64_t>(*p).fetch_add(v, std::memory_order_acq_rel);)
-  ARK_HD static bool compare_exchange(std::uint32_t* p, std::uint32_t expected, std::uint32_t desired) ARK_HOST_BODY(
-    return std::atomic_ref<std::uint32_t>(*p).compare_exchange_strong(expected, desired, std::memory_order_acq_rel);)
-  ARK_HD static void fence() ARK_HOST_BODY(std::atomic_thread_fence(std::memory_order_seq_cst);)
+  // algorithms instantiated for the host platform; they run on the host only.
+  // 1. atomics ---------------------------------------------------------------------------------
+  ARK_HD static std::uint64_t load_acquire(const std::uint64_t* p) {
+    ARK_HOST_ONLY(return detail::host_impl::load(p, std::memory_order_acquire));
+  }
+  ARK_HD static std::uint64_t load_relaxed(const std::uint64_t* p) {
+    ARK_HOST_ONLY(return detail::host_impl::load(p, std::memory_order_relaxed));
+  }
+  ARK_HD static void store_release(std::uint64_t* p, std::uint64_t v) {
+    ARK_HOST_ONLY(detail::host_impl::store(p, v, std::memory_order_release));
+  }
+  ARK_HD static void store_relaxed(std::uint64_t* p, std::uint64_t v) {
+    ARK_HOST_ONLY(detail::host_impl::store(p, v, std::memory_order_relaxed));
+  }
+  ARK_HD static std::uint64_t fetch_add(std::uint64_t* p, std::uint64_t v) {
+    ARK_HOST_ONLY(return detail::host_impl::fetch_add(p, v));
+  }
+  ARK_HD static bool compare_exchange(std::uint32_t* p, std::uint32_t expected, std::uint32_t desired) {
+    ARK_HOST_ONLY(return detail::host_impl::compare_exchange(p, expected, desired));
+  }
+  ARK_HD static void fence() { ARK_HOST_ONLY(detail::host_impl::fence()); }
 
   // 2. clock -----------------------------------------------------------------------------------
-  ARK_HD static std::uint64_t now_ns() ARK_HOST_BODY(
-    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                          std::chrono::steady_clock::now().time_since_epoch()).count());)
+  ARK_HD static std::uint64_t now_ns() { ARK_HOST_ONLY(return detail::host_impl::now_ns()); }
   /// Ranks may outnumber cores: spin briefly, then yield, then sleep a little.
-  ARK_HD static void pause(unsigned spins) ARK_HOST_BODY(
-    if (spins < 16) {
-#if defined(__x86_64__) || defined(__i386__)
-      _mm_pause();
-#endif
-    } else if (spins < 2048) {
-      std::this_thread::yield();
-    } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(20));
-    })
+  ARK_HD static void pause(unsigned spins) { ARK_HOST_ONLY(detail::host_impl::pause(spins)); }
 
   // 3. vectors ---------------------------------------------------------------------------------
   template <std::size_t V>
-  ARK_HD static vec<V> load(const void* p) ARK_HOST_BODY(
-    vec<V> v;
-    std::memcpy(&v, p, V);
-    return v;)
+  ARK_HD static vec<V> load(const void* p) {
+    ARK_HOST_ONLY(return detail::host_impl::load_vec<V>(p));
+  }
   /// Peers' data is read after acquiring their flag; on the host an ordinary load suffices.
   template <std::size_t V>
-  ARK_HD static vec<V> load_peer(const void* p) ARK_HOST_BODY(return load<V>(p);)
+  ARK_HD static vec<V> load_peer(const void* p) {
+    ARK_HOST_ONLY(return detail::host_impl::load_vec<V>(p));
+  }
   template <std::size_t V>
-  ARK_HD static void store(void* p, const vec<V>& v) ARK_HOST_BODY(std::memcpy(p, &v, V);)
+  ARK_HD static void store(void* p, const vec<V>& v) {
+    ARK_HOST_ONLY(detail::host_impl::store_vec<V>(p, v));
+  }
 
   // 4. LL packets ------------------------------------------------------------------------------
-  ARK_HD static void store_ll(std::uint64_t* p, std::uint64_t a, std::uint64_t b) ARK_HOST_BODY(
-    std::atomic_ref<std::uint64_t>(p[0]).store(a, std::memory_order_relaxed);
-    std::atomic_ref<std::uint64_t>(p[1]).store(b, std::memory_order_relaxed);)
-  ARK_HD static void load_ll(const std::uint64_t* p, std::uint64_t& a, std::uint64_t& b) ARK_HOST_BODY(
-    a = std::atomic_ref<std::uint64_t>(const_cast<std::uint64_t*>(p)[0]).load(std::memory_order_relaxed);
-    b = std::atomic_ref<std::uint64_t>(const_cast<std::uint64_t*>(p)[1]).load(std::memory_order_relaxed);)
+  ARK_HD static void store_ll(std::uint64_t* p, std::uint64_t a, std::uint64_t b) {
+    ARK_HOST_ONLY(detail::host_impl::store(p, a, std::memory_order_relaxed);
+                  detail::host_impl::store(p + 1, b, std::memory_order_relaxed));
+  }
+  ARK_HD static void load_ll(const std::uint64_t* p, std::uint64_t& a, std::uint64_t& b) {
+    ARK_HOST_ONLY(a = detail::host_impl::load(p, std::memory_order_relaxed);
+                  b = detail::host_impl::load(p + 1, std::memory_order_relaxed));
+  }
 
   // 5. memory ----------------------------------------------------------------------------------
   static memory allocate(std::size_t bytes, int /*device*/) {
@@ -208,7 +251,9 @@ struct host {
   }
   /// Ranks of the host platform share one address space: a handle is the address itself.
   static ipc_handle export_handle(const memory& m) { return {reinterpret_cast<std::uintptr_t>(m.ptr)}; }
-  static void* import_handle(const ipc_handle& h, int /*device*/) { return reinterpret_cast<void*>(h.address); }
+  static void* import_handle(const ipc_handle& h, int /*device*/) {
+    return reinterpret_cast<void*>(h.address);
+  }
   static void close_import(void*) {}
 
   static control_memory allocate_control(std::size_t bytes) {
@@ -226,7 +271,7 @@ struct host {
   // 6. execution -------------------------------------------------------------------------------
   static stream create_stream(int /*device*/) { return new host_stream(); }
   static void destroy_stream(stream s) { delete s; }
-  static void synchronize(stream) {}  // launches are synchronous
+  static void synchronize(stream) {} // launches are synchronous
   template <class F>
   static void launch(stream s, launch_shape shape, const F& work) {
     s->run(shape, work);

@@ -33,8 +33,10 @@ public:
       gen_.notify_all();
     } else {
       for (unsigned spins = 0; gen_.load(std::memory_order_acquire) == g; ++spins) {
-        if (spins < 256) std::this_thread::yield();
-        else gen_.wait(g, std::memory_order_acquire);
+        if (spins < 256)
+          std::this_thread::yield();
+        else
+          gen_.wait(g, std::memory_order_acquire);
       }
     }
     return any_[g & 1].load(std::memory_order_relaxed) != 0;
@@ -53,8 +55,8 @@ public:
   host_team(host_barrier* bar, unsigned rank, unsigned size) : bar_(bar), rank_(rank), size_(size) {}
   ARK_HD unsigned thread_rank() const { return rank_; }
   ARK_HD unsigned size() const { return size_; }
-  ARK_HD void sync() ARK_HOST_BODY(if (size_ > 1) bar_->arrive_and_wait(false);)
-  ARK_HD bool sync_any(bool p) ARK_HOST_BODY(return size_ > 1 ? bar_->arrive_and_wait(p) : p;)
+  ARK_HD void sync() { ARK_HOST_ONLY(if (size_ > 1) bar_->arrive_and_wait(false)); }
+  ARK_HD bool sync_any(bool p) { ARK_HOST_ONLY(return size_ > 1 ? bar_->arrive_and_wait(p) : p); }
 
 private:
   host_barrier* bar_;

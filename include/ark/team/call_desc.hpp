@@ -10,16 +10,29 @@
 
 namespace ark {
 
-enum class collective : std::uint8_t { all_reduce = 1, reduce_scatter, all_gather, broadcast, reduce, custom };
+enum class collective : std::uint8_t {
+  all_reduce = 1,
+  reduce_scatter,
+  all_gather,
+  broadcast,
+  reduce,
+  custom
+};
 
 inline const char* to_string(collective c) {
   switch (c) {
-  case collective::all_reduce: return "all_reduce";
-  case collective::reduce_scatter: return "reduce_scatter";
-  case collective::all_gather: return "all_gather";
-  case collective::broadcast: return "broadcast";
-  case collective::reduce: return "reduce";
-  case collective::custom: return "custom";
+  case collective::all_reduce:
+    return "all_reduce";
+  case collective::reduce_scatter:
+    return "reduce_scatter";
+  case collective::all_gather:
+    return "all_gather";
+  case collective::broadcast:
+    return "broadcast";
+  case collective::reduce:
+    return "reduce";
+  case collective::custom:
+    return "custom";
   }
   return "unknown";
 }
@@ -49,8 +62,8 @@ struct call_desc {
       mine = count, theirs = o.count;
       return desc_field::count;
     }
-    constexpr desc_field fields[] = {desc_field::kind,     desc_field::algorithm, desc_field::dtype,
-                                     desc_field::op,       desc_field::protocol,  desc_field::workers,
+    constexpr desc_field fields[] = {desc_field::kind, desc_field::algorithm, desc_field::dtype,
+                                     desc_field::op,   desc_field::protocol,  desc_field::workers,
                                      desc_field::root};
     constexpr unsigned shift[] = {0, 8, 16, 24, 32, 40, 56};
     constexpr std::uint64_t mask[] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xffff, 0xff};

@@ -25,7 +25,9 @@ struct elem_range {
 
 ARK_HD constexpr std::size_t div_up(std::size_t a, std::size_t b) { return (a + b - 1) / b; }
 template <class T>
-ARK_HD constexpr T min_of(T a, T b) { return b < a ? b : a; }
+ARK_HD constexpr T min_of(T a, T b) {
+  return b < a ? b : a;
+}
 
 /// Elements of T per 16 bytes: ranges are cut on 16-byte boundaries so vectors stay aligned.
 template <class T>
@@ -67,7 +69,7 @@ public:
   const unsigned worker;
   const unsigned workers;
   const call_desc desc;
-  const std::uint64_t round;  ///< first pipeline step of this call on every channel of this worker
+  const std::uint64_t round; ///< first pipeline step of this call on every channel of this worker
 
   ARK_HD context(G& grp, const team_view& t, unsigned w, unsigned nw, call_desc d)
       : g(grp), team(t), worker(w), workers(nw), desc(d), round(t.lay.state(t.local(), w)->round) {}
@@ -129,7 +131,8 @@ public:
   }
 
   /// Compares a peer's description of step `step` with ours; records a mismatch.
-  ARK_HD bool check_peer_call(const call_desc& theirs, std::uint64_t their_step, int peer, std::uint64_t step) const {
+  ARK_HD bool check_peer_call(const call_desc& theirs, std::uint64_t their_step, int peer,
+                              std::uint64_t step) const {
     std::uint64_t a = 0, b = 0;
     desc_field f = desc.first_difference(theirs, a, b);
     if (f == desc_field::none && their_step != step) f = desc_field::sequence, a = step, b = their_step;

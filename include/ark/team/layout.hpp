@@ -30,11 +30,11 @@ namespace ark {
 
 /// Sizes of a communicator's symmetric region; the same on every rank.
 struct team_config {
-  unsigned workers = 8;                    ///< most workers a call may use (each has its own slots)
-  unsigned max_depth = 8;                  ///< the largest pipeline Depth calls may use
-  std::size_t slot_bytes = 64 << 10;       ///< payload of a simple-protocol slot
-  std::size_t ll_slot_bytes = 16 << 10;    ///< payload of an LL slot (the packets take twice this)
-  bool staging = true;                     ///< reserve staging for engine backends
+  unsigned workers = 8;                 ///< most workers a call may use (each has its own slots)
+  unsigned max_depth = 8;               ///< the largest pipeline Depth calls may use
+  std::size_t slot_bytes = 64 << 10;    ///< payload of a simple-protocol slot
+  std::size_t ll_slot_bytes = 16 << 10; ///< payload of an LL slot (the packets take twice this)
+  bool staging = true;                  ///< reserve staging for engine backends
 };
 
 /// The header a sender writes next to each step's payload; the receiver checks it.
@@ -47,16 +47,16 @@ struct slot_header {
 
 /// Per-worker counters that only the owning rank touches.
 struct worker_state {
-  std::uint64_t round;      ///< first pipeline step of the next call on every channel
-  std::uint64_t bar_epoch;  ///< barriers passed
+  std::uint64_t round;     ///< first pipeline step of the next call on every channel
+  std::uint64_t bar_epoch; ///< barriers passed
 };
 
 /// One request in the host DMA engine's queue.
 struct engine_request {
-  std::uint64_t dst;    // destination address (0: none)
-  std::uint64_t src;    // source address
+  std::uint64_t dst; // destination address (0: none)
+  std::uint64_t src; // source address
   std::uint64_t bytes;
-  std::uint64_t flag;   // flag address to set after the copy (0: none)
+  std::uint64_t flag; // flag address to set after the copy (0: none)
   std::uint64_t value;
   std::uint64_t pad[3];
 };
@@ -78,34 +78,42 @@ struct control_block {
 
 struct layout {
   static constexpr std::uint64_t flag_stride = 64;
-  static constexpr std::uint64_t ll_header_bytes = 32;  // two packets carry the 16-byte call description
+  static constexpr std::uint64_t ll_header_bytes = 32; // two packets carry the 16-byte call description
 
   std::uint32_t world = 0, workers = 0, slots = 0, queue_capacity = 0;
   std::uint64_t slot_bytes = 0, ll_slot_bytes = 0, ll_slot_stride = 0;
   std::uint64_t head_off = 0, ack_off = 0, bar_off = 0, state_off = 0, hdr_off = 0, data_off = 0, ll_off = 0,
                 stage_off = 0, queue_off = 0, total = 0;
 
-  ARK_HD std::uint64_t* head(std::byte* base, unsigned w, int src) const { return flag(base, head_off, w, src); }
-  ARK_HD std::uint64_t* ack(std::byte* base, unsigned w, int dst) const { return flag(base, ack_off, w, dst); }
-  ARK_HD std::uint64_t* bar(std::byte* base, unsigned w, int src) const { return flag(base, bar_off, w, src); }
+  ARK_HD std::uint64_t* head(std::byte* base, unsigned w, int src) const {
+    return flag(base, head_off, w, src);
+  }
+  ARK_HD std::uint64_t* ack(std::byte* base, unsigned w, int dst) const {
+    return flag(base, ack_off, w, dst);
+  }
+  ARK_HD std::uint64_t* bar(std::byte* base, unsigned w, int src) const {
+    return flag(base, bar_off, w, src);
+  }
   ARK_HD worker_state* state(std::byte* base, unsigned w) const {
     return reinterpret_cast<worker_state*>(base + state_off + w * flag_stride);
   }
   ARK_HD slot_header* hdr(std::byte* base, unsigned w, int src, std::uint64_t step) const {
-    return reinterpret_cast<slot_header*>(base + hdr_off + (chan(w, src) * slots + step % slots) * sizeof(slot_header));
+    return reinterpret_cast<slot_header*>(base + hdr_off +
+                                          (chan(w, src) * slots + step % slots) * sizeof(slot_header));
   }
   ARK_HD std::byte* data(std::byte* base, unsigned w, int src, std::uint64_t step) const {
     return base + data_off + (chan(w, src) * slots + step % slots) * slot_bytes;
   }
   ARK_HD std::uint64_t* ll(std::byte* base, unsigned w, int src, std::uint64_t step) const {
-    return reinterpret_cast<std::uint64_t*>(base + ll_off + (chan(w, src) * slots + step % slots) * ll_slot_stride);
+    return reinterpret_cast<std::uint64_t*>(base + ll_off +
+                                            (chan(w, src) * slots + step % slots) * ll_slot_stride);
   }
   ARK_HD std::byte* stage(std::byte* base, unsigned w, int dst, std::uint64_t step) const {
     return base + stage_off + (chan(w, dst) * slots + step % slots) * slot_bytes;
   }
   ARK_HD engine_queue* queue(std::byte* base, unsigned w) const {
-    return reinterpret_cast<engine_queue*>(base + queue_off +
-                                           w * (sizeof(engine_queue) + queue_capacity * sizeof(engine_request)));
+    return reinterpret_cast<engine_queue*>(
+        base + queue_off + w * (sizeof(engine_queue) + queue_capacity * sizeof(engine_request)));
   }
   ARK_HD engine_request* requests(std::byte* base, unsigned w) const {
     return reinterpret_cast<engine_request*>(queue(base, w) + 1);
@@ -129,8 +137,10 @@ inline layout make_layout(int world, const team_config& c) {
   if (world < 1 || world > max_world)
     detail::throw_invalid("communicator", "world size " + std::to_string(world) + " is outside [1, " +
                                               std::to_string(max_world) + "]");
-  if (c.workers < 1 || c.workers > 4096) detail::throw_invalid("communicator", "workers must be in [1, 4096]");
-  if (c.max_depth < 1 || c.max_depth > 63) detail::throw_invalid("communicator", "max_depth must be in [1, 63]");
+  if (c.workers < 1 || c.workers > 4096)
+    detail::throw_invalid("communicator", "workers must be in [1, 4096]");
+  if (c.max_depth < 1 || c.max_depth > 63)
+    detail::throw_invalid("communicator", "max_depth must be in [1, 63]");
   if (c.slot_bytes < 256 || c.slot_bytes % 256)
     detail::throw_invalid("communicator", "slot_bytes must be a positive multiple of 256");
   if (c.ll_slot_bytes < 256 || c.ll_slot_bytes % 256)
@@ -156,7 +166,8 @@ inline layout make_layout(int world, const team_config& c) {
   if (c.staging) off += chans * l.slots * c.slot_bytes;
   l.queue_off = off;
   if (c.staging)
-    off += detail::align_up(c.workers * (sizeof(engine_queue) + l.queue_capacity * sizeof(engine_request)), 256);
+    off +=
+        detail::align_up(c.workers * (sizeof(engine_queue) + l.queue_capacity * sizeof(engine_request)), 256);
   l.total = off;
   return l;
 }

@@ -12,10 +12,10 @@ namespace ark {
 struct team_view {
   int rank = 0;
   int world = 0;
-  std::uint64_t timeout_ns = 0;       ///< a wait that makes no progress this long fails
-  control_block* ctl = nullptr;       ///< this rank's control block (device-visible address)
+  std::uint64_t timeout_ns = 0; ///< a wait that makes no progress this long fails
+  control_block* ctl = nullptr; ///< this rank's control block (device-visible address)
   layout lay;
-  std::byte* base[max_world] = {};    ///< rank r's region, mapped into this rank's address space
+  std::byte* base[max_world] = {}; ///< rank r's region, mapped into this rank's address space
 
   ARK_HD std::byte* local() const { return base[rank]; }
 };

@@ -24,23 +24,29 @@ struct all_to_all {
     using B = typename Ctx::backend;
     namespace alg = ark::algorithms;
     const int me = ctx.rank();
-    // this worker's share of a block, cut into slot-sized pieces: one pipeline step each
-    return alg::for_each_piece<T>(ctx, block, [&](std::size_t off, std::size_t n, std::uint64_t step) {
-      for (int p = 0; p < ctx.world(); ++p)
-        if (p != me && !B::send(ctx, ark::dma::peers::only(p), step, in + p * block + off, n * sizeof(T)))
-          return false;
-      if (!B::open_recv(ctx, ark::dma::peers::all(), step)) return false;
-      // our own block is a local copy; block q arrives from rank q
-      if (!alg::pass<T>(ctx, n, alg::in_local<T>{in + me * block + off},
-                        alg::out_local<T>{out + me * block + off}, ark::op::sum{}, false))
-        return false;
-      for (int q = 0; q < ctx.world(); ++q)
-        if (q != me && !alg::pass<T>(ctx, n, alg::in_peer{q, step}, alg::out_local<T>{out + q * block + off},
-                                     ark::op::sum{}, false))
-          return false;
-      B::close_recv(ctx, ark::dma::peers::all(), step);
-      return true;
-    });
+    // this worker's share of a block, cut into slot-sized pieces: one pipeline step each; sends
+    // run Depth steps ahead of receives
+    return alg::pipeline_pieces<T>(
+        ctx, block,
+        [&](std::size_t off, std::size_t n, std::uint64_t step) {
+          for (int p = 0; p < ctx.world(); ++p)
+            if (p != me && !B::send(ctx, ark::dma::peers::only(p), step, in + p * block + off, n * sizeof(T)))
+              return false;
+          return true;
+        },
+        [&](std::size_t off, std::size_t n, std::uint64_t step) {
+          if (!B::open_recv(ctx, ark::dma::peers::all(), step)) return false;
+          // our own block is a local copy; block q arrives from rank q
+          if (!alg::pass<T>(ctx, n, alg::in_local<T>{in + me * block + off},
+                            alg::out_local<T>{out + me * block + off}, ark::op::sum{}, false))
+            return false;
+          for (int q = 0; q < ctx.world(); ++q)
+            if (q != me && !alg::pass<T>(ctx, n, alg::in_peer{q, step},
+                                         alg::out_local<T>{out + q * block + off}, ark::op::sum{}, false))
+              return false;
+          B::close_recv(ctx, ark::dma::peers::all(), step);
+          return true;
+        });
   }
 };
 

@@ -27,8 +27,8 @@ std::size_t out_elems(std::size_t count, int world) {
 }
 
 /// Calls collective K with algorithm A (ignored for broadcast/reduce) and backend B.
-template <ark::collective K, class A, class B, class T, class Op>
-void call(comm_t& c, const T* in, T* out, std::size_t count, int root) {
+template <ark::collective K, class A, class B, class T, class Op, class P>
+void call(ark::communicator<P>& c, const T* in, T* out, std::size_t count, int root) {
   if constexpr (K == ark::collective::all_reduce)
     c.template all_reduce<A, B>(in, out, count, Op{});
   else if constexpr (K == ark::collective::reduce_scatter)
@@ -67,48 +67,71 @@ std::vector<T> expected_inputs(const case_params& p, int world, int rank, std::s
 }
 
 /// What one case calls: collective K with a given algorithm and backend.
-template <class T>
+template <class T, class P = host>
 struct callee {
-  void (*fn)(comm_t&, const T*, T*, std::size_t, int);
+  void (*fn)(ark::communicator<P>&, const T*, T*, std::size_t, int);
   const char* algorithm;
   int backend;
   unsigned depth;
 };
 
-template <ark::collective K, class A, class B, class T, class Op>
-callee<T> make_callee() {
-  return {&call<K, A, B, T, Op>, A::name, B::id, B::depth};
+template <ark::collective K, class A, class B, class T, class Op, class P = host>
+callee<T, P> make_callee() {
+  return {&call<K, A, B, T, Op, P>, A::name, B::id, B::depth};
 }
+
+/// Buffers in the platform's memory for one call: the input and the (poisoned) output are
+/// copied in, the output copied back, so the same check serves host and GPU ranks.
+template <class P>
+struct platform_buffer {
+  typename P::memory mem;
+  platform_buffer(std::size_t bytes, int device) : mem(P::allocate(bytes + 64, device)) {}
+  ~platform_buffer() { P::release(mem); }
+  template <class T>
+  T* as() const {
+    return reinterpret_cast<T*>(mem.ptr);
+  }
+};
 
 /// Checks one case; templated on what the check depends on only, so that each (algorithm,
 /// backend) pair adds nothing but its own call to the build.
-template <ark::collective K, class T, class Op>
-void check_collective(test_world& w, const case_params& p, const callee<T>& f) {
+template <ark::collective K, class T, class Op, class P>
+void check_collective(basic_world<P>& w, const case_params& p, const callee<T, P>& f) {
   const int world = w.size();
   const std::size_t nin = in_elems<K>(p.count, world), nout = out_elems<K>(p.count, world);
   std::vector<std::vector<T>> runs[2];
   runs[0].resize(world), runs[1].resize(world);
-  w.run([&](comm_t& c, int rank) {
+  w.run([&](ark::communicator<P>& c, int rank) {
     for (int run = 0; run < 2; ++run) {
       const unsigned char pattern = run ? 0x5a : 0xff;
       std::vector<T> in(nin), out(nout + guard);
       for (std::size_t i = 0; i < nin; ++i) in[i] = input<T, Op>(p.seed, rank, i);
       poison(out, pattern);
       if (!p.in_place) {
-        f.fn(c, in.data(), out.data(), p.count, p.root);
+        platform_buffer<P> din(nin * sizeof(T), rank), dout(out.size() * sizeof(T), rank);
+        P::copy(din.template as<T>(), in.data(), nin * sizeof(T));
+        P::copy(dout.template as<T>(), out.data(), out.size() * sizeof(T));
+        f.fn(c, din.template as<T>(), dout.template as<T>(), p.count, p.root);
+        c.synchronize();
+        P::copy(out.data(), dout.template as<T>(), out.size() * sizeof(T));
       } else {
         // one buffer: the input sits where the collective reads it in place
         std::vector<T> buf(std::max(nin, nout) + guard);
         poison(buf, pattern);
-        T* in_ptr = buf.data();
-        T* out_ptr = buf.data();
-        if (K == ark::collective::reduce_scatter) out_ptr = buf.data() + rank * p.count;
-        if (K == ark::collective::all_gather) in_ptr = buf.data() + rank * p.count;
-        if (K != ark::collective::broadcast || rank == p.root) std::copy(in.begin(), in.end(), in_ptr);
-        f.fn(c, in_ptr, out_ptr, p.count, p.root);
-        std::copy(out_ptr, out_ptr + nout, out.begin());
+        std::size_t in_off = 0, out_off = 0;
+        if (K == ark::collective::reduce_scatter) out_off = rank * p.count;
+        if (K == ark::collective::all_gather) in_off = rank * p.count;
+        if (K != ark::collective::broadcast || rank == p.root)
+          std::copy(in.begin(), in.end(), buf.begin() + in_off);
+        platform_buffer<P> dbuf(buf.size() * sizeof(T), rank);
+        T* d = dbuf.template as<T>();
+        P::copy(d, buf.data(), buf.size() * sizeof(T));
+        f.fn(c, d + in_off, d + out_off, p.count, p.root);
+        c.synchronize();
+        P::copy(buf.data(), d, buf.size() * sizeof(T));
+        std::copy(buf.begin() + out_off, buf.begin() + out_off + nout, out.begin());
         // the guard is what follows the output in the same buffer
-        std::copy(out_ptr + nout, out_ptr + nout + guard, out.begin() + nout);
+        std::copy(buf.begin() + out_off + nout, buf.begin() + out_off + nout + guard, out.begin() + nout);
         if (K == ark::collective::reduce_scatter) { // elements past this rank's block hold input
           for (std::size_t g = 0; g < guard; ++g) std::memset(&out[nout + g], pattern, sizeof(T));
         }
@@ -194,19 +217,22 @@ using all_depths = type_list<B<1>, B<2>, B<4>, B<8>>;
 namespace ark_test {
 
 /// Every world x algorithm x backend x op x size (in place and not) of collective K for type T.
-template <ark::collective K, class T, class Algos, class Backends, class Ops>
-void run_matrix(Algos algos, Backends backends, Ops ops, comm_t::config cfg = small_config()) {
-  for (int world : matrix_worlds()) {
-    test_world w(world, cfg);
+template <ark::collective K, class T, class P = host, class Algos, class Backends, class Ops>
+void run_matrix(Algos algos, Backends backends, Ops ops,
+                typename ark::communicator<P>::config cfg = small_config<P>(),
+                const std::vector<int>& worlds = matrix_worlds(),
+                const std::vector<std::size_t>& sizes = matrix_sizes()) {
+  for (int world : worlds) {
+    basic_world<P> w(world, cfg);
     for_each_type(algos, [&](auto a) {
       for_each_type(backends, [&](auto b) {
         for_each_type(ops, [&](auto op) {
           std::uint64_t seed = 1;
-          for (std::size_t count : matrix_sizes())
+          for (std::size_t count : sizes)
             for (bool in_place : {false, true})
-              check_collective<K, T, decltype(op)>(
+              check_collective<K, T, decltype(op), P>(
                   w, {count, static_cast<int>(count % world), in_place, seed++},
-                  make_callee<K, decltype(a), decltype(b), T, decltype(op)>());
+                  make_callee<K, decltype(a), decltype(b), T, decltype(op), P>());
         });
       });
     });

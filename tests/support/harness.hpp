@@ -1,8 +1,9 @@
-// tests/support/harness.hpp: a world of host ranks for tests, inputs, references and checks.
+// tests/support/harness.hpp: a world of ranks for tests, inputs, references and checks; shared by
+// the host tests and the GPU tests (the platform is a template parameter).
 //
-// A test_world keeps N rank threads alive, each owning a communicator, and runs closures on all
-// of them at once, the way N processes would each call the same collective. Inputs are a pure
-// function of (seed, rank, index), so the reference is computed without gathering them.
+// A world keeps N rank threads alive, each owning a communicator (rank r on GPU r), and runs
+// closures on all of them at once, the way N processes would each call the same collective.
+// Inputs are a pure function of (seed, rank, index), so the reference needs no gathering.
 #pragma once
 
 #include "ark/ark.hpp"
@@ -27,30 +28,37 @@ using host = ark::platform::host;
 using comm_t = ark::communicator<host>;
 
 /// Small slots, so that even small messages take many pipeline steps and wrap the slot ring.
-inline comm_t::config small_config(unsigned threads = 1) {
-  comm_t::config c;
+template <class P = host>
+typename ark::communicator<P>::config small_config(unsigned threads = 1) {
+  typename ark::communicator<P>::config c;
   c.team.workers = 3;
   c.team.max_depth = 8;
   c.team.slot_bytes = 1024;
   c.team.ll_slot_bytes = 512;
   c.tuning.threads = threads;
   c.tuning.bytes_per_worker = 4096;
+  c.tuning.ll_bytes_per_worker = 2048;
+  c.team.staging = P::synchronous_launch; // the host engine runs on the host only
   c.timeout = std::chrono::milliseconds(20000);
   return c;
 }
 
-class test_world {
+template <class P>
+class basic_world {
 public:
-  using job = std::function<void(comm_t&, int)>;
+  using comm_type = ark::communicator<P>;
+  using job = std::function<void(comm_type&, int)>;
 
-  explicit test_world(int n, comm_t::config cfg = small_config()) : n_(n), errors_(n) {
+  explicit basic_world(int n, typename comm_type::config cfg = small_config<P>()) : n_(n), errors_(n) {
     auto group = std::make_shared<ark::in_process_group>(n);
     for (int r = 0; r < n; ++r)
       threads_.emplace_back([this, group, cfg, r] {
         std::exception_ptr err;
-        std::unique_ptr<comm_t> comm;
+        std::unique_ptr<comm_type> comm;
         try {
-          comm = std::make_unique<comm_t>(ark::in_process_bootstrap(group, r), cfg);
+          auto mine = cfg;
+          mine.device = r;
+          comm = std::make_unique<comm_type>(ark::in_process_bootstrap(group, r), mine);
         } catch (...) {
           err = std::current_exception();
         }
@@ -76,7 +84,7 @@ public:
       });
   }
 
-  ~test_world() {
+  ~basic_world() {
     {
       std::lock_guard<std::mutex> lock(m_);
       stop_ = true;
@@ -116,6 +124,8 @@ private:
   job job_;
   std::vector<std::exception_ptr> errors_;
 };
+
+using test_world = basic_world<host>;
 
 // -- inputs ---------------------------------------------------------------------------------------
 inline std::uint64_t mix(std::uint64_t x) {

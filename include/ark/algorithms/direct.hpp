@@ -15,15 +15,22 @@ template <class Ctx, class T, class Op>
 ARK_HD bool reduce_scatter_direct(const Ctx& ctx, const T* in, T* out, std::size_t count, const Op& op) {
   using B = typename Ctx::backend;
   const int me = ctx.rank();
-  return for_each_piece<T>(ctx, count, [&](std::size_t off, std::size_t n, std::uint64_t s) {
-    for (int p = 0; p < ctx.world(); ++p)
-      if (p != me && !B::send(ctx, dma::peers::only(p), s, in + p * count + off, n * sizeof(T))) return false;
-    if (!B::open_recv(ctx, dma::peers::all(), s) || !B::flush(ctx)) return false;
-    if (!pass<T>(ctx, n, in_all_ranks<T>{in + me * count + off, s}, out_local<T>{out + off}, op, true))
-      return false;
-    B::close_recv(ctx, dma::peers::all(), s);
-    return true;
-  });
+  const dma::peers all = dma::peers::all();
+  return pipeline_pieces<T>(
+      ctx, count,
+      [&](std::size_t off, std::size_t n, std::uint64_t s) {
+        for (int p = 0; p < ctx.world(); ++p)
+          if (p != me && !B::send(ctx, dma::peers::only(p), s, in + p * count + off, n * sizeof(T)))
+            return false;
+        return true;
+      },
+      [&](std::size_t off, std::size_t n, std::uint64_t s) {
+        if (!B::open_recv(ctx, all, s) || !B::flush(ctx) ||
+            !pass<T>(ctx, n, in_all_ranks<T>{in + me * count + off, s}, out_local<T>{out + off}, op, true))
+          return false;
+        B::close_recv(ctx, all, s);
+        return true;
+      });
 }
 
 /// All-gather: every rank's `count` elements land, in rank order, in every rank's `out`.
@@ -32,49 +39,65 @@ ARK_HD bool all_gather_direct(const Ctx& ctx, const T* in, T* out, std::size_t c
   using B = typename Ctx::backend;
   const int me = ctx.rank();
   const dma::peers all = dma::peers::all();
-  return for_each_piece<T>(ctx, count, [&](std::size_t off, std::size_t n, std::uint64_t s) {
-    if (!B::send(ctx, all, s, in + off, n * sizeof(T)) || !B::open_recv(ctx, all, s) || !B::flush(ctx))
-      return false;
-    T* own = out + me * count + off;
-    if (own != in + off && !pass<T>(ctx, n, in_local<T>{in + off}, out_local<T>{own}, op, false))
-      return false;
-    for (int p = 0; p < ctx.world(); ++p)
-      if (p != me && !pass<T>(ctx, n, in_peer{p, s}, out_local<T>{out + p * count + off}, op, false))
-        return false;
-    B::close_recv(ctx, all, s);
-    return true;
-  });
+  return pipeline_pieces<T>(
+      ctx, count,
+      [&](std::size_t off, std::size_t n, std::uint64_t s) {
+        return B::send(ctx, all, s, in + off, n * sizeof(T));
+      },
+      [&](std::size_t off, std::size_t n, std::uint64_t s) {
+        if (!B::open_recv(ctx, all, s) || !B::flush(ctx)) return false;
+        T* own = out + me * count + off;
+        if (own != in + off && !pass<T>(ctx, n, in_local<T>{in + off}, out_local<T>{own}, op, false))
+          return false;
+        for (int p = 0; p < ctx.world(); ++p)
+          if (p != me && !pass<T>(ctx, n, in_peer{p, s}, out_local<T>{out + p * count + off}, op, false))
+            return false;
+        B::close_recv(ctx, all, s);
+        return true;
+      });
 }
 
 /// Broadcast: `root`'s `in` lands in every rank's `out`.
 template <class Ctx, class T, class Op>
 ARK_HD bool broadcast_direct(const Ctx& ctx, const T* in, T* out, std::size_t count, int root, const Op& op) {
   using B = typename Ctx::backend;
-  return for_each_piece<T>(ctx, count, [&](std::size_t off, std::size_t n, std::uint64_t s) {
-    if (ctx.rank() == root)
-      return B::send(ctx, dma::peers::all(), s, in + off, n * sizeof(T)) &&
-             (out == in || pass<T>(ctx, n, in_local<T>{in + off}, out_local<T>{out + off}, op, false));
-    const dma::peers from = dma::peers::only(root);
-    if (!B::open_recv(ctx, from, s) || !pass<T>(ctx, n, in_peer{root, s}, out_local<T>{out + off}, op, false))
-      return false;
-    B::close_recv(ctx, from, s);
-    return true;
-  });
+  const bool is_root = ctx.rank() == root;
+  const dma::peers from = dma::peers::only(root);
+  return pipeline_pieces<T>(
+      ctx, count,
+      [&](std::size_t off, std::size_t n, std::uint64_t s) {
+        return !is_root || B::send(ctx, dma::peers::all(), s, in + off, n * sizeof(T));
+      },
+      [&](std::size_t off, std::size_t n, std::uint64_t s) {
+        if (is_root)
+          return out == in || pass<T>(ctx, n, in_local<T>{in + off}, out_local<T>{out + off}, op, false);
+        if (!B::open_recv(ctx, from, s) ||
+            !pass<T>(ctx, n, in_peer{root, s}, out_local<T>{out + off}, op, false))
+          return false;
+        B::close_recv(ctx, from, s);
+        return true;
+      });
 }
 
 /// Reduce: every rank's `in` is folded, in rank order, into `root`'s `out`.
 template <class Ctx, class T, class Op>
 ARK_HD bool reduce_direct(const Ctx& ctx, const T* in, T* out, std::size_t count, int root, const Op& op) {
   using B = typename Ctx::backend;
-  return for_each_piece<T>(ctx, count, [&](std::size_t off, std::size_t n, std::uint64_t s) {
-    if (ctx.rank() != root) return B::send(ctx, dma::peers::only(root), s, in + off, n * sizeof(T));
-    const dma::peers all = dma::peers::all();
-    if (!B::open_recv(ctx, all, s) || !B::flush(ctx) ||
-        !pass<T>(ctx, n, in_all_ranks<T>{in + off, s}, out_local<T>{out + off}, op, true))
-      return false;
-    B::close_recv(ctx, all, s);
-    return true;
-  });
+  const bool is_root = ctx.rank() == root;
+  const dma::peers all = dma::peers::all();
+  return pipeline_pieces<T>(
+      ctx, count,
+      [&](std::size_t off, std::size_t n, std::uint64_t s) {
+        return is_root || B::send(ctx, dma::peers::only(root), s, in + off, n * sizeof(T));
+      },
+      [&](std::size_t off, std::size_t n, std::uint64_t s) {
+        if (!is_root) return true;
+        if (!B::open_recv(ctx, all, s) || !B::flush(ctx) ||
+            !pass<T>(ctx, n, in_all_ranks<T>{in + off, s}, out_local<T>{out + off}, op, true))
+          return false;
+        B::close_recv(ctx, all, s);
+        return true;
+      });
 }
 
 } // namespace ark::algorithms

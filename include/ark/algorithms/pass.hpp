@@ -189,16 +189,23 @@ ARK_HD bool pass(const Ctx& ctx, std::size_t n, const In& in, const Out& out, co
 }
 
 /// Walks this worker's share of `count` elements in slot-sized pieces, one pipeline step each:
-/// calls f(offset, n, step) and ends the call with the number of steps used.
-template <class T, class Ctx, class F>
-ARK_HD bool for_each_piece(const Ctx& ctx, std::size_t count, F&& f) {
+/// send(off, n, step) pushes a piece to the peers, consume(off, n, step) waits for the peers' piece
+/// and uses it. Sends run Depth steps ahead of consumption, so later pieces travel while earlier
+/// ones are reduced. Ends the call with the number of steps used.
+template <class T, class Ctx, class Send, class Consume>
+ARK_HD bool pipeline_pieces(const Ctx& ctx, std::size_t count, Send&& send, Consume&& consume) {
   const elem_range mine = ctx.template partition<T>(count);
   const std::size_t piece = ctx.template piece_elems<T>();
   const std::uint64_t steps = div_up(mine.len, piece);
-  for (std::uint64_t j = 0; j < steps; ++j) {
+  const std::uint64_t ahead = min_of<std::uint64_t>(Ctx::backend::depth, steps);
+  auto at = [&](std::uint64_t j, auto& f) {
     const std::size_t off = mine.begin + j * piece;
-    if (!f(off, min_of(piece, mine.end() - off), ctx.round + j)) return false;
-  }
+    return f(off, min_of(piece, mine.end() - off), ctx.round + j);
+  };
+  for (std::uint64_t j = 0; j < ahead; ++j)
+    if (!at(j, send)) return false;
+  for (std::uint64_t j = 0; j < steps; ++j)
+    if (!at(j, consume) || (j + ahead < steps && !at(j + ahead, send))) return false;
   return ctx.finish(steps);
 }
 

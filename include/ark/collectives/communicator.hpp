@@ -37,15 +37,30 @@ struct call_options {
   std::chrono::nanoseconds timeout{0};
 };
 
-/// Default tuning per platform.
+/// Default tuning per platform. GPUs: a 512-thread block per worker; LL steps spread over enough
+/// blocks that each thread polls about one packet; thread-copy steps over up to 64 blocks.
 template <device P>
 tuning default_tuning() {
   tuning t;
   if constexpr (!P::synchronous_launch) {
     t.threads = 512;
-    t.bytes_per_worker = 64 << 10;
+    t.bytes_per_worker = 256 << 10;
+    t.ll_bytes_per_worker = 4 << 10;
   }
   return t;
+}
+
+/// Default sizes of the symmetric region per platform.
+template <device P>
+team_config default_team() {
+  team_config c;
+  if constexpr (!P::synchronous_launch) {
+    c.workers = 64;
+    c.slot_bytes = 32 << 10;
+    c.ll_slot_bytes = 16 << 10;
+    c.staging = false; // no engine backend runs on GPUs yet
+  }
+  return c;
 }
 
 namespace detail {
@@ -92,7 +107,7 @@ template <device P>
 class communicator {
 public:
   struct config {
-    team_config team{};
+    team_config team = default_team<P>();
     ark::tuning tuning = default_tuning<P>();
     std::chrono::milliseconds timeout{5000}; ///< a wait that makes no progress this long fails
     int device = 0;                          ///< GPU ordinal of this rank (ignored on the host)
@@ -345,7 +360,13 @@ private:
                   "ark: Op is not a reduction operator for T (see ark/concepts/reduce_op.hpp)");
     check_usable(call);
     const std::size_t bytes = count * sizeof(T);
-    const unsigned workers = o.workers ? o.workers : select_workers(bytes, team_.lay.workers, cfg_.tuning);
+    bool ll;
+    if constexpr (std::is_same_v<B, dma::automatic>)
+      ll = select(K, bytes, world(), cfg_.tuning).ll;
+    else
+      ll = B::ll;
+    const unsigned workers =
+        o.workers ? o.workers : select_workers(bytes, team_.lay.workers, cfg_.tuning, ll);
     if (workers > team_.lay.workers)
       detail::throw_invalid(call, "workers " + std::to_string(workers) + " exceeds team_config.workers " +
                                       std::to_string(team_.lay.workers));

@@ -14,11 +14,12 @@
 namespace ark {
 
 struct tuning {
-  std::size_t ll_max_bytes = 64 << 10;      ///< LL packets up to this many bytes per rank
-  std::size_t one_shot_max_bytes = 1 << 20; ///< one-shot all-reduce up to here when world > 2
-  std::size_t direct_max_world = 8;         ///< direct (not ring) collectives up to this world
-  std::size_t bytes_per_worker = 256 << 10; ///< one more worker per this many bytes
-  unsigned threads = 1;                     ///< threads per worker
+  std::size_t ll_max_bytes = 64 << 10;        ///< LL packets up to this many bytes per rank
+  std::size_t one_shot_max_bytes = 1 << 20;   ///< one-shot all-reduce up to here when world > 2
+  std::size_t direct_max_world = 8;           ///< direct (not ring) collectives up to this world
+  std::size_t bytes_per_worker = 256 << 10;   ///< one more worker per this many bytes (thread copies)
+  std::size_t ll_bytes_per_worker = 64 << 10; ///< one more worker per this many bytes (LL packets)
+  unsigned threads = 1;                       ///< threads per worker
 };
 
 struct choice {
@@ -41,9 +42,11 @@ ARK_HD inline choice select(collective k, std::size_t bytes, int world, const tu
   }
 }
 
-/// Workers for a call: one per `bytes_per_worker`, at least one, at most `max_workers`.
-ARK_HD inline unsigned select_workers(std::size_t bytes, unsigned max_workers, const tuning& t) {
-  const std::size_t w = (bytes + t.bytes_per_worker - 1) / t.bytes_per_worker;
+/// Workers for a call: one per `bytes_per_worker` (LL: `ll_bytes_per_worker`), at least one, at
+/// most `max_workers`.
+ARK_HD inline unsigned select_workers(std::size_t bytes, unsigned max_workers, const tuning& t, bool ll) {
+  const std::size_t per = ll ? t.ll_bytes_per_worker : t.bytes_per_worker;
+  const std::size_t w = (bytes + per - 1) / per;
   return w < 1 ? 1u : w > max_workers ? max_workers : static_cast<unsigned>(w);
 }
 

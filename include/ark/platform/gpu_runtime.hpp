@@ -60,6 +60,24 @@ inline error_t ipc_open(void** p, ipc_mem_handle_t h) {
   return cudaIpcOpenMemHandle(p, h, cudaIpcMemLazyEnablePeerAccess);
 }
 inline error_t ipc_close(void* p) { return cudaIpcCloseMemHandle(p); }
+using graph_t = cudaGraph_t;
+using graph_exec_t = cudaGraphExec_t;
+using event_t = cudaEvent_t;
+inline error_t memset_async(void* p, int v, std::size_t n, stream_t s) { return cudaMemsetAsync(p, v, n, s); }
+inline error_t begin_capture(stream_t s) { return cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal); }
+inline error_t end_capture(stream_t s, graph_t* g) { return cudaStreamEndCapture(s, g); }
+inline error_t graph_instantiate(graph_exec_t* e, graph_t g) { return cudaGraphInstantiate(e, g, 0); }
+inline error_t graph_launch(graph_exec_t e, stream_t s) { return cudaGraphLaunch(e, s); }
+inline error_t graph_exec_destroy(graph_exec_t e) { return cudaGraphExecDestroy(e); }
+inline error_t graph_destroy(graph_t g) { return cudaGraphDestroy(g); }
+inline error_t event_create(event_t* e) { return cudaEventCreate(e); }
+inline error_t event_destroy(event_t e) { return cudaEventDestroy(e); }
+inline error_t event_record(event_t e, stream_t s) { return cudaEventRecord(e, s); }
+inline error_t event_synchronize(event_t e) { return cudaEventSynchronize(e); }
+inline error_t event_elapsed_ms(float* ms, event_t a, event_t b) { return cudaEventElapsedTime(ms, a, b); }
+inline error_t multiprocessor_count(int* n, int device) {
+  return cudaDeviceGetAttribute(n, cudaDevAttrMultiProcessorCount, device);
+}
 /// The start of the allocation containing p (through the driver entry point, so that programs
 /// need no link against libcuda and still start on machines without a driver).
 inline error_t allocation_base(void** base, void* p) {
@@ -121,6 +139,24 @@ inline error_t ipc_close(void* p) { return hipIpcCloseMemHandle(p); }
 inline error_t allocation_base(void** base, void* p) {
   std::size_t size = 0;
   return hipMemGetAddressRange(base, &size, p);
+}
+using graph_t = hipGraph_t;
+using graph_exec_t = hipGraphExec_t;
+using event_t = hipEvent_t;
+inline error_t memset_async(void* p, int v, std::size_t n, stream_t s) { return hipMemsetAsync(p, v, n, s); }
+inline error_t begin_capture(stream_t s) { return hipStreamBeginCapture(s, hipStreamCaptureModeThreadLocal); }
+inline error_t end_capture(stream_t s, graph_t* g) { return hipStreamEndCapture(s, g); }
+inline error_t graph_instantiate(graph_exec_t* e, graph_t g) { return hipGraphInstantiate(e, g, nullptr, nullptr, 0); }
+inline error_t graph_launch(graph_exec_t e, stream_t s) { return hipGraphLaunch(e, s); }
+inline error_t graph_exec_destroy(graph_exec_t e) { return hipGraphExecDestroy(e); }
+inline error_t graph_destroy(graph_t g) { return hipGraphDestroy(g); }
+inline error_t event_create(event_t* e) { return hipEventCreate(e); }
+inline error_t event_destroy(event_t e) { return hipEventDestroy(e); }
+inline error_t event_record(event_t e, stream_t s) { return hipEventRecord(e, s); }
+inline error_t event_synchronize(event_t e) { return hipEventSynchronize(e); }
+inline error_t event_elapsed_ms(float* ms, event_t a, event_t b) { return hipEventElapsedTime(ms, a, b); }
+inline error_t multiprocessor_count(int* n, int device) {
+  return hipDeviceGetAttribute(n, hipDeviceAttributeMultiprocessorCount, device);
 }
 #endif
 

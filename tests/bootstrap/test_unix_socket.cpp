@@ -1,0 +1,71 @@
+// The Unix-socket bootstrap, across real processes: all_gather in rank order, repeatedly; a rank
+// that never connects is a timeout within the bound.
+#include "ark/bootstrap/unix_socket.hpp"
+
+#include <doctest/doctest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace {
+std::string socket_path(const char* tag) {
+  return "/tmp/ark-test-" + std::string(tag) + "-" + std::to_string(::getpid()) + ".sock";
+}
+
+/// Runs body(rank) in `world` forked processes; returns how many exited with status 0.
+template <class F>
+int in_processes(int world, F body) {
+  std::vector<pid_t> kids;
+  for (int r = 0; r < world; ++r) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      int rc = 1;
+      try {
+        rc = body(r) ? 0 : 1;
+      } catch (...) {
+      }
+      ::_exit(rc);
+    }
+    kids.push_back(pid);
+  }
+  int ok = 0;
+  for (pid_t pid : kids) {
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    ok += WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  }
+  return ok;
+}
+} // namespace
+
+TEST_CASE("unix_socket bootstrap: all_gather across processes, many rounds") {
+  const std::string path = socket_path("gather");
+  const int world = 4;
+  CHECK(in_processes(world, [&](int rank) {
+          ark::unix_socket_bootstrap b(path, rank, world, std::chrono::seconds(20));
+          if (b.rank() != rank || b.size() != world) return false;
+          for (int round = 0; round < 20; ++round) {
+            const int mine[2] = {rank * 10, round};
+            std::vector<int> all(2 * world);
+            b.all_gather(mine, all.data(), sizeof mine);
+            for (int q = 0; q < world; ++q)
+              if (all[2 * q] != q * 10 || all[2 * q + 1] != round) return false;
+            b.barrier();
+          }
+          return true;
+        }) == world);
+}
+
+TEST_CASE("unix_socket bootstrap: a rank that never connects is a timeout") {
+  const std::string path = socket_path("missing");
+  const auto t0 = std::chrono::steady_clock::now();
+  CHECK_THROWS_AS(ark::unix_socket_bootstrap(path, 0, 2, std::chrono::milliseconds(200)), ark::timeout_error);
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2));
+  CHECK_THROWS_AS(ark::unix_socket_bootstrap(path + ".none", 1, 2, std::chrono::milliseconds(200)),
+                  ark::timeout_error);
+  CHECK_THROWS_AS(ark::unix_socket_bootstrap(path, 2, 2), ark::invalid_argument);
+}

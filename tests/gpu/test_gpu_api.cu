@@ -1,0 +1,267 @@
+// The GPU paths beyond single calls: 1000 back-to-back calls enqueued without a sync, CUDA-graph
+// capture and replay, the device-side API inside a persistent kernel, a peer that never joins,
+// a mismatched call, large messages, and one process per GPU.
+#include "../../examples/custom_collectives.hpp"
+#include "gpu_support.hpp"
+
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <random>
+
+using namespace ark_test;
+namespace rt = ark::detail::rt;
+
+namespace {
+
+using i32 = std::int32_t;
+
+/// A device buffer of n elements of T for rank `rank`.
+template <class T>
+struct dbuf {
+  platform_buffer<gpu> b;
+  std::size_t n;
+  dbuf(std::size_t count, int rank) : b(count * sizeof(T), rank), n(count) {}
+  T* get() const { return b.template as<T>(); }
+  void upload(const std::vector<T>& v) { gpu::copy(get(), v.data(), v.size() * sizeof(T)); }
+  std::vector<T> download() const {
+    std::vector<T> v(n);
+    gpu::copy(v.data(), get(), n * sizeof(T));
+    return v;
+  }
+};
+
+template <class B, class Loop>
+__global__ void persistent_kernel(const Loop loop) {
+  ark::block_scope block;
+  loop(loop.comm.template make_context<B>(block, blockIdx.x, gridDim.x, ark::call_desc{}));
+}
+
+} // namespace
+
+TEST_CASE("gpu: 1000 calls of random size, algorithm and backend, enqueued back to back") {
+  ARK_REQUIRE_GPUS(2);
+  const int world = gpu_count();
+  using callee_t = callee<i32, gpu>;
+  const callee_t callees[] = {
+      make_callee<ark::collective::all_reduce, ark::algo::automatic, ark::dma::automatic, i32, ark::op::sum, gpu>(),
+      make_callee<ark::collective::all_reduce, ark::algo::one_shot, ark::dma::ll_packet<1>, i32, ark::op::sum, gpu>(),
+      make_callee<ark::collective::all_reduce, ark::algo::two_shot, ark::dma::thread_copy<3>, i32, ark::op::sum, gpu>(),
+      make_callee<ark::collective::all_reduce, ark::algo::ring, ark::dma::ll_packet<8>, i32, ark::op::sum, gpu>(),
+  };
+  basic_world<gpu> w(world, gpu_small_config());
+  std::vector<std::size_t> bad(world, 0);
+  w.run([&](gpu_comm& c, int rank) {
+    std::mt19937_64 rng(7);  // the same sequence on every rank
+    const int calls = 1000;
+    std::vector<std::size_t> count(calls), offset(calls + 1, 0), which(calls);
+    for (int k = 0; k < calls; ++k) {
+      count[k] = rng() % 8193;
+      which[k] = rng() % std::size(callees);
+      offset[k + 1] = offset[k] + (count[k] + 3) / 4 * 4;  // 16-byte aligned slices
+    }
+    std::vector<i32> host(offset[calls]);
+    for (int k = 0; k < calls; ++k)
+      for (std::size_t i = 0; i < count[k]; ++i) host[offset[k] + i] = input<i32, ark::op::sum>(k, rank, i);
+    dbuf<i32> d(host.size(), rank);
+    d.upload(host);
+    for (int k = 0; k < calls; ++k) callees[which[k]].fn(c, d.get() + offset[k], d.get() + offset[k], count[k], 0);
+    c.synchronize();
+    const auto out = d.download();
+    for (int k = 0; k < calls; ++k)
+      for (std::size_t i = 0; i < count[k]; ++i) {
+        i32 want = 0;
+        for (int r = 0; r < world; ++r) want += input<i32, ark::op::sum>(k, r, i);
+        bad[rank] += out[offset[k] + i] != want;
+      }
+  });
+  for (int r = 0; r < world; ++r) CHECK(bad[r] == 0);
+}
+
+TEST_CASE("gpu: collectives captured in a CUDA graph give the right result on every replay") {
+  ARK_REQUIRE_GPUS(2);
+  const int world = gpu_count();
+  basic_world<gpu> w(world, gpu_small_config());
+  std::vector<std::size_t> bad(world, 0);
+  w.run([&](gpu_comm& c, int rank) {
+    const std::size_t n = 40000;
+    std::vector<float> in(n);
+    for (std::size_t i = 0; i < n; ++i) in[i] = static_cast<float>((i + rank) % 9);
+    dbuf<float> src(n, rank), a(n, rank), b(n, rank), d(n, rank);
+    src.upload(in);
+    rt::graph_t graph;
+    rt::graph_exec_t exec;
+    const auto s = c.stream();
+    rt::check(rt::begin_capture(s), "begin capture");
+    c.all_reduce<ark::algo::one_shot, ark::dma::ll_packet<2>>(src.get(), a.get(), 1000);
+    c.all_reduce<ark::algo::two_shot, ark::dma::thread_copy<4>>(src.get(), b.get(), n);
+    c.all_reduce<ark::algo::ring, ark::dma::thread_copy<1>>(src.get(), d.get(), n);
+    rt::check(rt::end_capture(s, &graph), "end capture");
+    rt::check(rt::graph_instantiate(&exec, graph), "instantiate");
+    for (int replay = 0; replay < 5; ++replay) {
+      for (auto* buf : {&a, &b, &d}) rt::check(rt::memset_async(buf->get(), 0xff, n * sizeof(float), s), "poison");
+      rt::check(rt::graph_launch(exec, s), "launch graph");
+      c.synchronize();
+      const auto ra = a.download(), rb = b.download(), rd = d.download();
+      for (std::size_t i = 0; i < n; ++i) {
+        float want = 0;
+        for (int r = 0; r < world; ++r) want += static_cast<float>((i + r) % 9);
+        bad[rank] += (i < 1000 && ra[i] != want) + (rb[i] != want) + (rd[i] != want);
+      }
+    }
+    rt::graph_exec_destroy(exec);
+    rt::graph_destroy(graph);
+  });
+  for (int r = 0; r < world; ++r) CHECK(bad[r] == 0);
+}
+
+TEST_CASE("gpu device-side API: a persistent kernel loops compute + all-reduce with no host involvement") {
+  ARK_REQUIRE_GPUS(1);
+  for (int world : gpu_worlds()) {
+    basic_world<gpu> w(world, gpu_small_config());
+    std::vector<std::size_t> bad(world, 0);
+    w.run([&](gpu_comm& c, int rank) {
+      const std::size_t n = 50000;
+      const int iterations = 50;
+      dbuf<std::int64_t> data(n, rank);
+      using ll = examples::persistent_loop<ark::dma::ll_packet<4>, ark::device_comm<gpu>>;
+      using tc = examples::persistent_loop<ark::dma::thread_copy<2>, ark::device_comm<gpu>>;
+      persistent_kernel<ark::dma::ll_packet<4>><<<4, 256, 0, c.stream()>>>(ll{c.device_handle(), data.get(), n, iterations, rank});
+      c.synchronize();
+      for (std::size_t i = 0; i < n; i += 7)
+        bad[rank] += data.download()[i] != examples::persistent_loop_expected(i, iterations, world);
+      persistent_kernel<ark::dma::thread_copy<2>><<<8, 512, 0, c.stream()>>>(tc{c.device_handle(), data.get(), n, iterations, rank});
+      c.synchronize();
+      const auto out = data.download();
+      for (std::size_t i = 0; i < n; ++i) bad[rank] += out[i] != examples::persistent_loop_expected(i, iterations, world);
+    });
+    for (int r = 0; r < world; ++r) CHECK(bad[r] == 0);
+  }
+}
+
+TEST_CASE("gpu: a peer that never joins becomes a timeout error within the bound; teardown is clean") {
+  ARK_REQUIRE_GPUS(2);
+  using namespace std::chrono_literals;
+  const int world = gpu_count();
+  std::chrono::milliseconds took{};
+  int peer = -2;
+  {
+    basic_world<gpu> w(world, gpu_small_config());
+    const auto errs = w.try_run([&](gpu_comm& c, int rank) {
+      if (rank != 0) return;  // nobody else calls
+      dbuf<float> d(4096, rank);
+      ark::call_options<gpu> o;
+      o.timeout = 500ms;
+      const auto t0 = std::chrono::steady_clock::now();
+      try {
+        c.all_reduce(d.get(), d.get(), 4096, ark::op::sum{}, o);
+        c.synchronize();
+      } catch (const ark::timeout_error& e) {
+        took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+        peer = e.record().peer;
+        throw;
+      }
+    });
+    REQUIRE(errs[0]);
+    CHECK_THROWS_AS(std::rethrow_exception(errs[0]), ark::timeout_error);
+    CHECK(took >= 500ms);
+    CHECK(took < 3000ms);
+    CHECK(peer >= 1);
+  }
+}
+
+TEST_CASE("gpu: a count that differs between ranks is a mismatch error, the outputs untouched") {
+  ARK_REQUIRE_GPUS(2);
+  const int world = gpu_count();
+  basic_world<gpu> w(world, gpu_small_config());
+  std::vector<std::vector<float>> outs(world);
+  const auto errs = w.try_run([&](gpu_comm& c, int rank) {
+    dbuf<float> in(1000, rank), out(1000, rank);
+    out.upload(std::vector<float>(1000, -7.0f));
+    try {
+      c.all_reduce<ark::algo::one_shot, ark::dma::thread_copy<2>>(in.get(), out.get(), rank ? 600 : 500);
+      c.synchronize();
+    } catch (...) {
+      outs[rank] = out.download();
+      throw;
+    }
+  });
+  for (int r = 0; r < world; ++r) {
+    REQUIRE(errs[r]);
+    CHECK_THROWS_AS(std::rethrow_exception(errs[r]), ark::mismatch_error);
+    for (float v : outs[r]) REQUIRE(v == -7.0f);
+  }
+}
+
+TEST_CASE("gpu: large messages, every all-reduce algorithm, the default configuration") {
+  ARK_REQUIRE_GPUS(1);
+  const std::size_t n = std::size_t(64) << 20;  // 256 MB of floats per rank
+  for (int world : gpu_worlds()) {
+    basic_world<gpu> w(world, gpu_comm::config{});
+    std::vector<std::size_t> bad(world, 0);
+    w.run([&](gpu_comm& c, int rank) {
+      std::vector<float> in(n);
+      for (std::size_t i = 0; i < n; ++i) in[i] = static_cast<float>((i * 7 + rank * 13) % 101);
+      dbuf<float> d(n, rank), out(n, rank);
+      d.upload(in);
+      c.all_reduce<ark::algo::one_shot, ark::dma::thread_copy<4>>(d.get(), out.get(), n);
+      c.all_reduce<ark::algo::two_shot, ark::dma::thread_copy<4>>(out.get(), out.get(), n);
+      c.all_reduce<ark::algo::ring, ark::dma::thread_copy<8>>(out.get(), out.get(), n);
+      c.all_reduce(out.get(), out.get(), n);  // automatic
+      c.synchronize();
+      const auto got = out.download();
+      const float scale = static_cast<float>(world) * world * world;
+      for (std::size_t i = 0; i < n; ++i) {
+        float once = 0;
+        for (int r = 0; r < world; ++r) once += static_cast<float>((i * 7 + r * 13) % 101);
+        bad[rank] += got[i] != once * scale;
+      }
+    });
+    for (int r = 0; r < world; ++r) CHECK(bad[r] == 0);
+  }
+}
+
+namespace {
+std::string self_dir() {
+  char buf[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  std::string p(buf, n > 0 ? static_cast<std::size_t>(n) : 0);
+  return p.substr(0, p.rfind('/'));
+}
+
+/// Starts ark_gpu_rank processes for the given ranks; returns their exit codes.
+std::vector<int> spawn_ranks(const std::vector<int>& ranks, int world, const std::string& sock) {
+  const std::string exe = self_dir() + "/ark_gpu_rank";
+  std::vector<pid_t> pids;
+  for (int r : ranks) {
+    std::string rs = std::to_string(r), ws = std::to_string(world);
+    char* argv[] = {const_cast<char*>(exe.c_str()), rs.data(), ws.data(), const_cast<char*>(sock.c_str()), nullptr};
+    pid_t pid = -1;
+    REQUIRE(::posix_spawn(&pid, exe.c_str(), nullptr, nullptr, argv, environ) == 0);
+    pids.push_back(pid);
+  }
+  std::vector<int> codes;
+  for (pid_t pid : pids) {
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    codes.push_back(WIFEXITED(status) ? WEXITSTATUS(status) : 128);
+  }
+  return codes;
+}
+} // namespace
+
+TEST_CASE("gpu: one process per GPU, IPC handles exchanged through the Unix-socket bootstrap") {
+  ARK_REQUIRE_GPUS(2);
+  const int world = gpu_count();
+  const std::string sock = "/tmp/ark-gpu-" + std::to_string(::getpid()) + ".sock";
+  std::vector<int> all;
+  for (int r = 0; r < world; ++r) all.push_back(r);
+  const auto codes = spawn_ranks(all, world, sock);
+  for (int r = 0; r < world; ++r) CHECK_MESSAGE(codes[r] == 0, "rank " << r << " exited with " << codes[r]);
+  SUBCASE("a rank that never starts: the others time out, exit code 2") {
+    const auto alone = spawn_ranks({0}, world, sock + ".alone");
+    CHECK(alone[0] == 2);
+  }
+}

@@ -78,6 +78,14 @@ inline error_t event_elapsed_ms(float* ms, event_t a, event_t b) { return cudaEv
 inline error_t multiprocessor_count(int* n, int device) {
   return cudaDeviceGetAttribute(n, cudaDevAttrMultiProcessorCount, device);
 }
+inline std::string device_name(int device) {
+  cudaDeviceProp p{};
+  return cudaGetDeviceProperties(&p, device) == cudaSuccess ? p.name : "unknown";
+}
+inline int driver_version() {
+  int v = 0;
+  return cudaDriverGetVersion(&v) == cudaSuccess ? v : 0;
+}
 /// The start of the allocation containing p (through the driver entry point, so that programs
 /// need no link against libcuda and still start on machines without a driver).
 inline error_t allocation_base(void** base, void* p) {
@@ -157,6 +165,14 @@ inline error_t event_synchronize(event_t e) { return hipEventSynchronize(e); }
 inline error_t event_elapsed_ms(float* ms, event_t a, event_t b) { return hipEventElapsedTime(ms, a, b); }
 inline error_t multiprocessor_count(int* n, int device) {
   return hipDeviceGetAttribute(n, hipDeviceAttributeMultiprocessorCount, device);
+}
+inline std::string device_name(int device) {
+  hipDeviceProp_t p{};
+  return hipGetDeviceProperties(&p, device) == hipSuccess ? p.name : "unknown";
+}
+inline int driver_version() {
+  int v = 0;
+  return hipDriverGetVersion(&v) == hipSuccess ? v : 0;
 }
 #endif
 

@@ -1,0 +1,326 @@
+// bench/ark_bench.cu: all-reduce (float sum, out of place), ark against NCCL in the same run.
+//
+// One process drives every GPU, one host thread per GPU. For each size from --min to --max
+// (factor 2) it times each ark algorithm and NCCL in three modes:
+//   eager   one call (one kernel launch) per all-reduce, N calls back to back on a stream;
+//   graph   N calls captured in a CUDA graph, the graph launched once;
+//   device  one persistent kernel running N all-reduces through the device-side API (ark only).
+// Prints nccl-tests columns (size, time, algbw, busbw, check) plus ark's time over NCCL's in the
+// same mode (device mode is compared with NCCL's graph mode, its fair floor), and writes a CSV.
+//
+//   build/bench/ark_bench [--min BYTES] [--max BYTES] [--csv FILE] [--quick]
+#include "ark/ark.hpp"
+
+#include <algorithm>
+#include <barrier>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#if defined(ARK_COMPILER_CUDA)
+#include <nccl.h>
+#define ARK_BENCH_NCCL 1
+#endif
+
+namespace {
+
+namespace rt = ark::detail::rt;
+using gpu = ark::platform::gpu;
+using comm_t = ark::communicator<gpu>;
+
+enum class mode { eager, graph, device };
+const char* mode_name(mode m) { return m == mode::eager ? "eager" : m == mode::graph ? "graph" : "device"; }
+
+enum class variant { ark_auto, one_shot, two_shot, ring, nccl };
+const char* variant_name(variant v) {
+  constexpr const char* names[] = {"ark_auto", "one_shot", "two_shot", "ring", "nccl"};
+  return names[static_cast<int>(v)];
+}
+
+struct options {
+  std::size_t min_bytes = 8;
+  std::size_t max_bytes = std::size_t(1) << 30;
+  std::string csv = "ark_bench.csv";
+  bool quick = false;
+};
+
+struct result {
+  std::size_t bytes;
+  mode m;
+  variant v;
+  double us;
+  std::size_t wrong;
+};
+
+/// Calls in a timed loop: enough to dwarf launch jitter, few for the big sizes.
+int iterations(std::size_t bytes, bool quick) {
+  const int n = bytes <= (64 << 10) ? 1000 : bytes <= (1 << 20) ? 300 : bytes <= (16 << 20) ? 50 : 10;
+  return quick ? std::max(3, n / 10) : n;
+}
+
+template <class A>
+__global__ void device_loop(const ark::device_comm<gpu> comm, const float* in, float* out, std::size_t n, int iters) {
+  ark::block_scope block;
+  for (int i = 0; i < iters; ++i)
+    if (!comm.all_reduce<A, ark::dma::automatic>(block, blockIdx.x, gridDim.x, in, out, n)) return;
+}
+
+struct shared_state {
+  int world;
+  options opt;
+  std::shared_ptr<ark::in_process_group> group;
+  std::barrier<> sync;
+  std::vector<result> results;  // filled by rank 0
+#if defined(ARK_BENCH_NCCL)
+  std::vector<ncclComm_t> nccl;
+#endif
+  shared_state(int w, options o) : world(w), opt(std::move(o)), group(std::make_shared<ark::in_process_group>(w)), sync(w) {}
+};
+
+class rank_runner {
+public:
+  rank_runner(shared_state& s, int rank) : s_(s), rank_(rank) {
+    comm_t::config cfg;
+    cfg.device = rank;
+    comm_ = std::make_unique<comm_t>(ark::in_process_bootstrap(s.group, rank), cfg);
+    stream_ = comm_->stream();
+    const std::size_t n = s.opt.max_bytes / sizeof(float) + 16;
+    in_ = gpu::allocate(n * sizeof(float), rank);
+    out_ = gpu::allocate(n * sizeof(float), rank);
+    std::vector<float> host(std::min<std::size_t>(n, 1 << 24));
+    for (std::size_t done = 0; done < n; done += host.size()) {
+      const std::size_t k = std::min(host.size(), n - done);
+      for (std::size_t i = 0; i < k; ++i) host[i] = value(done + i, rank);
+      gpu::copy(in() + done, host.data(), k * sizeof(float));
+    }
+    rt::check(rt::event_create(&start_), "event");
+    rt::check(rt::event_create(&stop_), "event");
+  }
+  ~rank_runner() {
+    rt::event_destroy(start_);
+    rt::event_destroy(stop_);
+    gpu::release(in_);
+    gpu::release(out_);
+  }
+
+  void run() {
+    for (std::size_t bytes = s_.opt.min_bytes; bytes <= s_.opt.max_bytes; bytes *= 2)
+      for (variant v : {variant::nccl, variant::ark_auto, variant::one_shot, variant::two_shot, variant::ring})
+        for (mode m : {mode::eager, mode::graph, mode::device}) {
+#if !defined(ARK_BENCH_NCCL)
+          if (v == variant::nccl) continue;
+#endif
+          if (v == variant::nccl && m == mode::device) continue;
+          measure(bytes, v, m);
+        }
+  }
+
+private:
+  static float value(std::size_t i, int rank) { return static_cast<float>((i + 3 * rank) % 7); }
+  float* in() const { return reinterpret_cast<float*>(in_.ptr); }
+  float* out() const { return reinterpret_cast<float*>(out_.ptr); }
+
+  /// One all-reduce of n floats, enqueued on the stream (eager and graph modes).
+  void enqueue(variant v, std::size_t n) {
+    switch (v) {
+    case variant::ark_auto: comm_->all_reduce(in(), out(), n); break;
+    case variant::one_shot: comm_->all_reduce<ark::algo::one_shot>(in(), out(), n); break;
+    case variant::two_shot: comm_->all_reduce<ark::algo::two_shot>(in(), out(), n); break;
+    case variant::ring: comm_->all_reduce<ark::algo::ring>(in(), out(), n); break;
+    case variant::nccl:
+#if defined(ARK_BENCH_NCCL)
+      if (ncclAllReduce(in(), out(), n, ncclFloat, ncclSum, s_.nccl[rank_], stream_) != ncclSuccess)
+        throw std::runtime_error("ncclAllReduce failed");
+#endif
+      break;
+    }
+  }
+
+  /// `iters` all-reduces run by one persistent kernel (device mode).
+  void launch_device_loop(variant v, std::size_t n, int iters) {
+    const auto& cfg = comm_->configuration();
+    const std::size_t bytes = n * sizeof(float);
+    const bool ll = ark::select(ark::collective::all_reduce, bytes, s_.world, cfg.tuning).ll;
+    const unsigned workers = ark::select_workers(bytes, cfg.team.workers, cfg.tuning, ll);
+    const auto h = comm_->device_handle();
+    const unsigned threads = cfg.tuning.threads;
+    switch (v) {
+    case variant::one_shot: device_loop<ark::algo::one_shot><<<workers, threads, 0, stream_>>>(h, in(), out(), n, iters); break;
+    case variant::two_shot: device_loop<ark::algo::two_shot><<<workers, threads, 0, stream_>>>(h, in(), out(), n, iters); break;
+    case variant::ring: device_loop<ark::algo::ring><<<workers, threads, 0, stream_>>>(h, in(), out(), n, iters); break;
+    default: device_loop<ark::algo::automatic><<<workers, threads, 0, stream_>>>(h, in(), out(), n, iters); break;
+    }
+    rt::check(rt::get_last_error(), "launch device loop");
+  }
+
+  void run_mode(variant v, mode m, std::size_t n, int iters, rt::graph_exec_t graph) {
+    if (m == mode::eager)
+      for (int i = 0; i < iters; ++i) enqueue(v, n);
+    else if (m == mode::graph)
+      rt::check(rt::graph_launch(graph, stream_), "launch graph");
+    else
+      launch_device_loop(v, n, iters);
+  }
+
+  void measure(std::size_t bytes, variant v, mode m) {
+    const std::size_t n = bytes / sizeof(float);
+    const int iters = iterations(bytes, s_.opt.quick);
+    rt::graph_t g{};
+    rt::graph_exec_t exec{};
+    if (m == mode::graph) {  // capture the calls once; only replays are timed
+      rt::check(rt::begin_capture(stream_), "capture");
+      for (int i = 0; i < iters; ++i) enqueue(v, n);
+      rt::check(rt::end_capture(stream_, &g), "capture");
+      rt::check(rt::graph_instantiate(&exec, g), "instantiate");
+    }
+    rt::check(rt::memset_async(out(), 0xff, bytes, stream_), "poison");
+    run_mode(v, m, n, m == mode::graph ? iters : std::max(1, iters / 10), exec);  // warm up
+    comm_->synchronize();
+    s_.sync.arrive_and_wait();
+    rt::check(rt::event_record(start_, stream_), "record");
+    run_mode(v, m, n, iters, exec);
+    rt::check(rt::event_record(stop_, stream_), "record");
+    comm_->synchronize();
+    float ms = 0;
+    rt::check(rt::event_elapsed_ms(&ms, start_, stop_), "elapsed");
+    const std::size_t wrong = check(n);
+    if (m == mode::graph) {
+      rt::graph_exec_destroy(exec);
+      rt::graph_destroy(g);
+    }
+    if (rank_ == 0) s_.results.push_back({bytes, m, v, ms * 1000.0 / iters, wrong});
+    s_.sync.arrive_and_wait();
+  }
+
+  /// Wrong elements among a sample (every 997th, and the last 64).
+  std::size_t check(std::size_t n) {
+    std::vector<float> got(n);
+    std::size_t wrong = 0;
+    auto expect = [&](std::size_t i) {
+      float w = 0;
+      for (int r = 0; r < s_.world; ++r) w += value(i, r);
+      return w;
+    };
+    if (n <= (1 << 20)) {
+      gpu::copy(got.data(), out(), n * sizeof(float));
+      for (std::size_t i = 0; i < n; ++i) wrong += got[i] != expect(i);
+      return wrong;
+    }
+    for (std::size_t i = 0; i < n; i += (i + 64 >= n ? 1 : 997)) {
+      float x;
+      gpu::copy(&x, out() + i, sizeof x);
+      wrong += x != expect(i);
+    }
+    return wrong;
+  }
+
+  shared_state& s_;
+  int rank_;
+  std::unique_ptr<comm_t> comm_;
+  gpu::stream stream_{};
+  gpu::memory in_, out_;
+  rt::event_t start_{}, stop_{};
+};
+
+std::size_t parse_bytes(const char* s) {
+  char* end = nullptr;
+  double v = std::strtod(s, &end);
+  if (*end == 'K' || *end == 'k') v *= 1024;
+  if (*end == 'M' || *end == 'm') v *= 1024 * 1024;
+  if (*end == 'G' || *end == 'g') v *= 1024.0 * 1024 * 1024;
+  return static_cast<std::size_t>(v);
+}
+
+void report(const shared_state& s, const std::string& command) {
+  char date[64];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S UTC", std::gmtime(&now));
+  std::printf("# ark_bench: all-reduce, float sum, out of place, %d x %s\n", s.world, rt::device_name(0).c_str());
+  std::printf("# date %s; driver API %d", date, rt::driver_version());
+#if defined(ARK_BENCH_NCCL)
+  int nv = 0;
+  ncclGetVersion(&nv);
+  std::printf("; NCCL %d.%d.%d", nv / 10000, (nv / 100) % 100, nv % 100);
+#endif
+  std::printf("\n# command: %s\n", command.c_str());
+  std::printf("# busbw = algbw * 2(n-1)/n; ratio = ark time / NCCL time in the same mode (device: vs NCCL graph)\n");
+  std::printf("%12s %11s  %-6s %-9s %10s %9s %9s %6s %7s\n", "size(B)", "count", "mode", "variant", "time(us)",
+              "algbw", "busbw", "#wrong", "ratio");
+  std::ofstream csv(s.opt.csv);
+  csv << "bytes,count,mode,variant,time_us,algbw_gbs,busbw_gbs,wrong,ratio_vs_nccl\n";
+  for (const result& r : s.results) {
+    double nccl_us = 0;
+    for (const result& q : s.results)
+      if (q.bytes == r.bytes && q.v == variant::nccl && q.m == (r.m == mode::device ? mode::graph : r.m)) nccl_us = q.us;
+    const double algbw = r.bytes / r.us / 1e3, busbw = algbw * 2.0 * (s.world - 1) / s.world;
+    char ratio[16] = "-";
+    if (r.v != variant::nccl && nccl_us > 0) std::snprintf(ratio, sizeof ratio, "%.2f", r.us / nccl_us);
+    std::printf("%12zu %11zu  %-6s %-9s %10.2f %9.2f %9.2f %6zu %7s\n", r.bytes, r.bytes / 4, mode_name(r.m),
+                variant_name(r.v), r.us, algbw, busbw, r.wrong, ratio);
+    csv << r.bytes << ',' << r.bytes / 4 << ',' << mode_name(r.m) << ',' << variant_name(r.v) << ',' << r.us << ','
+        << algbw << ',' << busbw << ',' << r.wrong << ',' << ratio << '\n';
+  }
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  options opt;
+  std::string command = argv[0];
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    command += " " + a;
+    if (a == "--min" && i + 1 < argc) opt.min_bytes = parse_bytes(argv[++i]), command += std::string(" ") + argv[i];
+    else if (a == "--max" && i + 1 < argc) opt.max_bytes = parse_bytes(argv[++i]), command += std::string(" ") + argv[i];
+    else if (a == "--csv" && i + 1 < argc) opt.csv = argv[++i], command += std::string(" ") + argv[i];
+    else if (a == "--quick") opt.quick = true;
+    else {
+      std::fprintf(stderr, "usage: %s [--min BYTES] [--max BYTES] [--csv FILE] [--quick]\n", argv[0]);
+      return 64;
+    }
+  }
+  const int world = gpu::device_count();
+  if (world < 1) {
+    std::fprintf(stderr, "ark_bench: no GPU\n");
+    return 1;
+  }
+  ::setenv("NCCL_NVLS_ENABLE", "0", 1);  // NVLink multicast stays off on shared machines
+  shared_state s(world, opt);
+#if defined(ARK_BENCH_NCCL)
+  s.nccl.resize(world);
+  std::vector<int> devs(world);
+  for (int d = 0; d < world; ++d) devs[d] = d;
+  if (ncclCommInitAll(s.nccl.data(), world, devs.data()) != ncclSuccess) {
+    std::fprintf(stderr, "ark_bench: ncclCommInitAll failed\n");
+    return 1;
+  }
+#endif
+  std::vector<std::thread> ranks;
+  std::vector<std::string> errors(world);
+  for (int r = 0; r < world; ++r)
+    ranks.emplace_back([&, r] {
+      try {
+        rank_runner(s, r).run();
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+  for (auto& t : ranks) t.join();
+  for (int r = 0; r < world; ++r)
+    if (!errors[r].empty()) {
+      std::fprintf(stderr, "rank %d: %s\n", r, errors[r].c_str());
+      return 1;
+    }
+#if defined(ARK_BENCH_NCCL)
+  for (auto c : s.nccl) ncclCommDestroy(c);
+#endif
+  report(s, command);
+  return 0;
+}

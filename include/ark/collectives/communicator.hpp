@@ -332,7 +332,8 @@ public:
   /// Waits for the stream, then throws if a call failed.
   void synchronize() {
     P::synchronize(stream_);
-    after_launch("synchronize");
+    const error_record e = control_host()->err;
+    if (e.code) raise(e, rank(), "synchronize");
   }
 
 private:

@@ -233,11 +233,15 @@ struct gpu {
     detail::rt::check(detail::rt::stream_synchronize(s), "synchronize stream");
   }
 
+  /// Launches on the stream's device (while a stream is being captured, querying its device is
+  /// not allowed: the calling thread's current device is used, as CUDA requires anyway).
   template <class F>
   static void launch(stream s, launch_shape shape, const F& work) {
-    int device = 0;
-    detail::rt::check(detail::rt::stream_device(s, &device), "find the stream's device");
-    detail::rt::check(detail::rt::set_device(device), "set device");
+    if (!detail::rt::is_capturing(s)) {
+      int device = 0;
+      detail::rt::check(detail::rt::stream_device(s, &device), "find the stream's device");
+      detail::rt::check(detail::rt::set_device(device), "set device");
+    }
     detail::run_workers<F><<<shape.workers, shape.threads, 0, s>>>(work);
     detail::rt::check(detail::rt::get_last_error(), "launch collective kernel");
   }

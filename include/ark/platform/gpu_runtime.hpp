@@ -46,6 +46,10 @@ inline error_t stream_create(stream_t* s) { return cudaStreamCreateWithFlags(s, 
 inline error_t stream_destroy(stream_t s) { return cudaStreamDestroy(s); }
 inline error_t stream_synchronize(stream_t s) { return cudaStreamSynchronize(s); }
 inline error_t stream_device(stream_t s, int* d) { return cudaStreamGetDevice(s, d); }
+inline bool is_capturing(stream_t s) {
+  cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+  return cudaStreamIsCapturing(s, &st) == cudaSuccess && st != cudaStreamCaptureStatusNone;
+}
 inline error_t can_access_peer(int* ok, int d, int peer) { return cudaDeviceCanAccessPeer(ok, d, peer); }
 inline error_t enable_peer_access(int peer) {
   const error_t e = cudaDeviceEnablePeerAccess(peer, 0);
@@ -129,6 +133,10 @@ inline error_t stream_synchronize(stream_t s) { return hipStreamSynchronize(s); 
 inline error_t stream_device(stream_t s, int* d) {
   *d = hipGetStreamDeviceId(s);
   return *d < 0 ? hipErrorInvalidHandle : hipSuccess;
+}
+inline bool is_capturing(stream_t s) {
+  hipStreamCaptureStatus st = hipStreamCaptureStatusNone;
+  return hipStreamIsCapturing(s, &st) == hipSuccess && st != hipStreamCaptureStatusNone;
 }
 inline error_t can_access_peer(int* ok, int d, int peer) { return hipDeviceCanAccessPeer(ok, d, peer); }
 inline error_t enable_peer_access(int peer) {

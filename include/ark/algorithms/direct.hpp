@@ -30,7 +30,8 @@ ARK_HD bool reduce_scatter_direct(const Ctx& ctx, const T* in, T* out, std::size
           return false;
         B::close_recv(ctx, all, s);
         return true;
-      });
+      },
+      true);
 }
 
 /// All-gather: every rank's `count` elements land, in rank order, in every rank's `out`.
@@ -54,7 +55,8 @@ ARK_HD bool all_gather_direct(const Ctx& ctx, const T* in, T* out, std::size_t c
             return false;
         B::close_recv(ctx, all, s);
         return true;
-      });
+      },
+      true);
 }
 
 /// Broadcast: `root`'s `in` lands in every rank's `out`.

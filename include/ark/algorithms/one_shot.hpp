@@ -29,7 +29,8 @@ ARK_HD bool all_reduce_one_shot(const Ctx& ctx, const T* in, T* out, std::size_t
           return false;
         B::close_recv(ctx, all, s);
         return true;
-      });
+      },
+      true);
 }
 
 } // namespace ark::algorithms

@@ -192,8 +192,10 @@ ARK_HD bool pass(const Ctx& ctx, std::size_t n, const In& in, const Out& out, co
 /// send(off, n, step) pushes a piece to the peers, consume(off, n, step) waits for the peers' piece
 /// and uses it. Sends run Depth steps ahead of consumption, so later pieces travel while earlier
 /// ones are reduced. Ends the call with the number of steps used.
+/// `received_every_step`: every step of this worker received from every peer (see finish()).
 template <class T, class Ctx, class Send, class Consume>
-ARK_HD bool pipeline_pieces(const Ctx& ctx, std::size_t count, Send&& send, Consume&& consume) {
+ARK_HD bool pipeline_pieces(const Ctx& ctx, std::size_t count, Send&& send, Consume&& consume,
+                            bool received_every_step = false) {
   const elem_range mine = ctx.template partition<T>(count);
   const std::size_t piece = ctx.template piece_elems<T>();
   const std::uint64_t steps = div_up(mine.len, piece);
@@ -206,7 +208,7 @@ ARK_HD bool pipeline_pieces(const Ctx& ctx, std::size_t count, Send&& send, Cons
     if (!at(j, send)) return false;
   for (std::uint64_t j = 0; j < steps; ++j)
     if (!at(j, consume) || (j + ahead < steps && !at(j + ahead, send))) return false;
-  return ctx.finish(steps);
+  return ctx.finish(steps, received_every_step);
 }
 
 } // namespace ark::algorithms

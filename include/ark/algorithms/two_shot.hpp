@@ -54,7 +54,7 @@ ARK_HD bool all_reduce_two_shot(const Ctx& ctx, const T* in, T* out, std::size_t
     }
     B::close_recv(ctx, all, s2);
   }
-  return ctx.finish(2 * rounds);
+  return ctx.finish(2 * rounds, true);
 }
 
 } // namespace ark::algorithms

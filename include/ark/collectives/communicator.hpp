@@ -37,14 +37,16 @@ struct call_options {
   std::chrono::nanoseconds timeout{0};
 };
 
-/// Default tuning per platform. GPUs: a 512-thread block per worker; LL steps spread over enough
-/// blocks that each thread polls about one packet; thread-copy steps over up to 64 blocks.
+/// Default tuning per platform. GPUs: a 512-thread block per worker; LL packets up to 256 KB,
+/// spread over enough blocks that each thread polls about one packet; thread copies spread over
+/// a block per 32 KB, up to 64 blocks (docs/perf.md has the measurements behind these).
 template <device P>
 tuning default_tuning() {
   tuning t;
   if constexpr (!P::synchronous_launch) {
     t.threads = 512;
-    t.bytes_per_worker = 256 << 10;
+    t.ll_max_bytes = 256 << 10;
+    t.bytes_per_worker = 32 << 10;
     t.ll_bytes_per_worker = 4 << 10;
   }
   return t;
@@ -56,7 +58,7 @@ team_config default_team() {
   team_config c;
   if constexpr (!P::synchronous_launch) {
     c.workers = 64;
-    c.slot_bytes = 32 << 10;
+    c.slot_bytes = 64 << 10;
     c.ll_slot_bytes = 16 << 10;
     c.staging = false; // no engine backend runs on GPUs yet
   }

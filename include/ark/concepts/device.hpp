@@ -5,7 +5,9 @@
 //
 //   1. Scoped atomics on 64-bit flags, at system scope (visible to peers and to the host):
 //      load_acquire, load_relaxed, store_release, store_relaxed, fetch_add (acq_rel), a 32-bit
-//      compare_exchange (used to claim the error record), and fence() (acq_rel, system scope).
+//      compare_exchange (used to claim the error record), fence() (acq_rel, system scope), and
+//      store_after_reads: a store ordered after the scope's earlier loads (after a barrier) but
+//      not necessarily after its stores; it acknowledges that a slot has been read.
 //   2. A clock for deadlines, now_ns() (monotonic nanoseconds), and pause(spins), the spin-wait
 //      hint, which may back off with the number of spins so far.
 //   3. Vector access to data: load<V>/store<V> for local memory, load_peer<V> for memory that peers
@@ -72,8 +74,8 @@ concept device = requires {
   // 1. atomics
   { P::load_acquire(cf) } -> std::same_as<std::uint64_t>;
   { P::load_relaxed(cf) } -> std::same_as<std::uint64_t>;
-  { P::store_release(f, v) } -> std::same_as<void>;
-  { P::store_relaxed(f, v) } -> std::same_as<void>;
+  { P::store_release(f, v) } -> std::same_as<void>;      { P::store_relaxed(f, v) } -> std::same_as<void>;
+      { P::store_after_reads(f, v) } -> std::same_as<void>;
   { P::fetch_add(f, v) } -> std::same_as<std::uint64_t>;
   { P::compare_exchange(w, u, u) } -> std::same_as<bool>;
   { P::fence() } -> std::same_as<void>;

@@ -78,13 +78,15 @@ ARK_HD bool wait_credit(const Ctx& ctx, int p, std::uint64_t step, unsigned dept
 }
 
 /// Scope-collective: once every thread is done with the addressed peers' payload for `step`,
-/// raises their ack flags so they may reuse the slot.
+/// raises their ack flags so they may reuse the slot (store_after_reads: ordered after the
+/// scope's loads, not its stores, which on a GPU would cost a wait for every earlier store
+/// into peer memory).
 template <class Ctx>
 ARK_HD void acknowledge(const Ctx& ctx, peers ps, std::uint64_t step) {
   using P = typename Ctx::platform;
   ctx.g.sync();
   for_each_peer(ctx, ps, [&](int p) {
-    P::store_release(ctx.lay().ack(ctx.remote(p), ctx.worker, ctx.rank()), step + 1);
+    P::store_after_reads(ctx.lay().ack(ctx.remote(p), ctx.worker, ctx.rank()), step + 1);
     return true;
   });
 }

@@ -83,6 +83,10 @@ struct gpu {
   ARK_HD static void store_relaxed(std::uint64_t* p, std::uint64_t v) {
     ARK_GPU_OR_HOST(detail::gpu::store_relaxed(p, v), host::store_relaxed(p, v));
   }
+  /// Relaxed: a load whose value was consumed before the barrier has completed, and GPUs never
+  /// perform a store before a completed earlier load; a release would also wait for this
+  /// thread's stores into peer memory, a full NVLink round trip.
+  ARK_HD static void store_after_reads(std::uint64_t* p, std::uint64_t v) { store_relaxed(p, v); }
   ARK_HD static std::uint64_t fetch_add(std::uint64_t* p, std::uint64_t v) {
     ARK_GPU_OR_HOST(detail::gpu::fetch_add(p, v), host::fetch_add(p, v));
   }
@@ -156,9 +160,12 @@ struct gpu {
     detail::rt::check(detail::rt::memset(p, 0, bytes), "clear memory");
     detail::rt::check(detail::rt::device_synchronize(), "clear memory");
   }
-  /// Copies between any two addresses (host or device), synchronously.
+  /// Copies between any two addresses (host or device) and waits until the data has landed (a
+  /// copy from pageable memory may return before its DMA is done, and work on other streams
+  /// would race with it).
   static void copy(void* dst, const void* src, std::size_t bytes) {
     detail::rt::check(detail::rt::memcpy(dst, src, bytes), "copy");
+    detail::rt::check(detail::rt::device_synchronize(), "copy");
   }
 
   static ipc_handle export_handle(const memory& m) {

@@ -198,6 +198,10 @@ struct host {
   ARK_HD static void store_relaxed(std::uint64_t* p, std::uint64_t v) {
     ARK_HOST_ONLY(detail::host_impl::store(p, v, std::memory_order_relaxed));
   }
+  /// A release: the C++ model needs it to order the earlier reads (and costs nothing on x86).
+  ARK_HD static void store_after_reads(std::uint64_t* p, std::uint64_t v) {
+    ARK_HOST_ONLY(detail::host_impl::store(p, v, std::memory_order_release));
+  }
   ARK_HD static std::uint64_t fetch_add(std::uint64_t* p, std::uint64_t v) {
     ARK_HOST_ONLY(return detail::host_impl::fetch_add(p, v));
   }

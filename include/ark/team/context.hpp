@@ -71,6 +71,9 @@ public:
   const call_desc desc;
   const std::uint64_t round; ///< first pipeline step of this call on every channel of this worker
 
+  /// Waits shorter than this never look at the abort flag.
+  static constexpr std::uint64_t abort_poll_ns = 100000;
+
   ARK_HD context(G& grp, const team_view& t, unsigned w, unsigned nw, call_desc d)
       : g(grp), team(t), worker(w), workers(nw), desc(d), round(t.lay.state(t.local(), w)->round) {}
 
@@ -116,14 +119,16 @@ public:
   }
 
   /// For pollers that spin themselves: false (and recorded) once the wait that began at `start`
-  /// has lasted too long or the communicator was aborted.
+  /// has lasted too long or the communicator was aborted. The abort flag lives in host memory
+  /// (a PCIe read from a GPU), so it is read only once a wait has lasted abort_poll_ns.
   ARK_HD bool keep_waiting(std::uint64_t start, wait_kind kind, int peer, std::uint64_t expected,
                            std::uint64_t seen) const {
-    if (aborted()) {
+    const std::uint64_t waited = P::now_ns() - start;
+    if (waited > abort_poll_ns && aborted()) {
       fail(errc::aborted, static_cast<std::uint32_t>(kind), peer, expected, expected, seen);
       return false;
     }
-    if (P::now_ns() - start > team.timeout_ns) {
+    if (waited > team.timeout_ns) {
       fail(errc::timeout, static_cast<std::uint32_t>(kind), peer, expected, expected, seen);
       return false;
     }
@@ -161,16 +166,18 @@ public:
   }
 
   // -- end of a call ----------------------------------------------------------------------------
-  /// Ends a call that used `steps` pipeline steps on every channel: waits for the DMA backend,
-  /// acknowledges the steps of channels the call left unused so that senders never wait on them,
-  /// and advances this worker's round. Scope-collective.
-  ARK_HD bool finish(std::uint64_t steps) const {
+  /// Ends a call that used `steps` pipeline steps: waits for the DMA backend, acknowledges the
+  /// steps of channels the call left unused so that senders never wait on them (unless the call
+  /// received every step from every peer: then they are acknowledged already), and advances this
+  /// worker's round. Scope-collective.
+  ARK_HD bool finish(std::uint64_t steps, bool received_every_step = false) const {
     const bool ok = B::flush(*this);
     if (steps == 0) return ok;
     g.sync();
     const std::uint64_t next = round + steps;
-    for (int p = static_cast<int>(g.thread_rank()); p < world(); p += static_cast<int>(g.size()))
-      if (p != rank()) P::store_release(lay().ack(remote(p), worker, rank()), next);
+    if (!received_every_step)
+      for (int p = static_cast<int>(g.thread_rank()); p < world(); p += static_cast<int>(g.size()))
+        if (p != rank()) P::store_after_reads(lay().ack(remote(p), worker, rank()), next);
     if (g.thread_rank() == 0) lay().state(local(), worker)->round = next;
     g.sync();
     return ok;

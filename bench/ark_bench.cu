@@ -66,7 +66,8 @@ int iterations(std::size_t bytes, bool quick) {
 }
 
 template <class A>
-__global__ void device_loop(const ark::device_comm<gpu> comm, const float* in, float* out, std::size_t n, int iters) {
+__global__ void device_loop(const ark::device_comm<gpu> comm, const float* in, float* out, std::size_t n,
+                            int iters) {
   ark::block_scope block;
   for (int i = 0; i < iters; ++i)
     if (!comm.all_reduce<A, ark::dma::automatic>(block, blockIdx.x, gridDim.x, in, out, n)) return;
@@ -77,11 +78,12 @@ struct shared_state {
   options opt;
   std::shared_ptr<ark::in_process_group> group;
   std::barrier<> sync;
-  std::vector<result> results;  // filled by rank 0
+  std::vector<result> results; // filled by rank 0
 #if defined(ARK_BENCH_NCCL)
   std::vector<ncclComm_t> nccl;
 #endif
-  shared_state(int w, options o) : world(w), opt(std::move(o)), group(std::make_shared<ark::in_process_group>(w)), sync(w) {}
+  shared_state(int w, options o)
+      : world(w), opt(std::move(o)), group(std::make_shared<ark::in_process_group>(w)), sync(w) {}
 };
 
 class rank_runner {
@@ -112,7 +114,8 @@ public:
 
   void run() {
     for (std::size_t bytes = s_.opt.min_bytes; bytes <= s_.opt.max_bytes; bytes *= 2)
-      for (variant v : {variant::nccl, variant::ark_auto, variant::one_shot, variant::two_shot, variant::ring})
+      for (variant v :
+           {variant::nccl, variant::ark_auto, variant::one_shot, variant::two_shot, variant::ring})
         for (mode m : {mode::eager, mode::graph, mode::device}) {
 #if !defined(ARK_BENCH_NCCL)
           if (v == variant::nccl) continue;
@@ -130,10 +133,18 @@ private:
   /// One all-reduce of n floats, enqueued on the stream (eager and graph modes).
   void enqueue(variant v, std::size_t n) {
     switch (v) {
-    case variant::ark_auto: comm_->all_reduce(in(), out(), n); break;
-    case variant::one_shot: comm_->all_reduce<ark::algo::one_shot>(in(), out(), n); break;
-    case variant::two_shot: comm_->all_reduce<ark::algo::two_shot>(in(), out(), n); break;
-    case variant::ring: comm_->all_reduce<ark::algo::ring>(in(), out(), n); break;
+    case variant::ark_auto:
+      comm_->all_reduce(in(), out(), n);
+      break;
+    case variant::one_shot:
+      comm_->all_reduce<ark::algo::one_shot>(in(), out(), n);
+      break;
+    case variant::two_shot:
+      comm_->all_reduce<ark::algo::two_shot>(in(), out(), n);
+      break;
+    case variant::ring:
+      comm_->all_reduce<ark::algo::ring>(in(), out(), n);
+      break;
     case variant::nccl:
 #if defined(ARK_BENCH_NCCL)
       if (ncclAllReduce(in(), out(), n, ncclFloat, ncclSum, s_.nccl[rank_], stream_) != ncclSuccess)
@@ -152,10 +163,18 @@ private:
     const auto h = comm_->device_handle();
     const unsigned threads = cfg.tuning.threads;
     switch (v) {
-    case variant::one_shot: device_loop<ark::algo::one_shot><<<workers, threads, 0, stream_>>>(h, in(), out(), n, iters); break;
-    case variant::two_shot: device_loop<ark::algo::two_shot><<<workers, threads, 0, stream_>>>(h, in(), out(), n, iters); break;
-    case variant::ring: device_loop<ark::algo::ring><<<workers, threads, 0, stream_>>>(h, in(), out(), n, iters); break;
-    default: device_loop<ark::algo::automatic><<<workers, threads, 0, stream_>>>(h, in(), out(), n, iters); break;
+    case variant::one_shot:
+      device_loop<ark::algo::one_shot><<<workers, threads, 0, stream_>>>(h, in(), out(), n, iters);
+      break;
+    case variant::two_shot:
+      device_loop<ark::algo::two_shot><<<workers, threads, 0, stream_>>>(h, in(), out(), n, iters);
+      break;
+    case variant::ring:
+      device_loop<ark::algo::ring><<<workers, threads, 0, stream_>>>(h, in(), out(), n, iters);
+      break;
+    default:
+      device_loop<ark::algo::automatic><<<workers, threads, 0, stream_>>>(h, in(), out(), n, iters);
+      break;
     }
     rt::check(rt::get_last_error(), "launch device loop");
   }
@@ -174,14 +193,14 @@ private:
     const int iters = iterations(bytes, s_.opt.quick);
     rt::graph_t g{};
     rt::graph_exec_t exec{};
-    if (m == mode::graph) {  // capture the calls once; only replays are timed
+    if (m == mode::graph) { // capture the calls once; only replays are timed
       rt::check(rt::begin_capture(stream_), "capture");
       for (int i = 0; i < iters; ++i) enqueue(v, n);
       rt::check(rt::end_capture(stream_, &g), "capture");
       rt::check(rt::graph_instantiate(&exec, g), "instantiate");
     }
     rt::check(rt::memset_async(out(), 0xff, bytes, stream_), "poison");
-    run_mode(v, m, n, m == mode::graph ? iters : std::max(1, iters / 10), exec);  // warm up
+    run_mode(v, m, n, m == mode::graph ? iters : std::max(1, iters / 10), exec); // warm up
     comm_->synchronize();
     s_.sync.arrive_and_wait();
     rt::check(rt::event_record(start_, stream_), "record");
@@ -236,7 +255,8 @@ void report(const shared_state& s, const std::string& command) {
   char date[64];
   const std::time_t now = std::time(nullptr);
   std::strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S UTC", std::gmtime(&now));
-  std::printf("# ark_bench: all-reduce, float sum, out of place, %d x %s\n", s.world, rt::device_name(0).c_str());
+  std::printf("# ark_bench: all-reduce, float sum, out of place, %d x %s\n", s.world,
+              rt::device_name(0).c_str());
   std::printf("# date %s; driver API %d", date, rt::driver_version());
 #if defined(ARK_BENCH_NCCL)
   int nv = 0;
@@ -244,22 +264,24 @@ void report(const shared_state& s, const std::string& command) {
   std::printf("; NCCL %d.%d.%d", nv / 10000, (nv / 100) % 100, nv % 100);
 #endif
   std::printf("\n# command: %s\n", command.c_str());
-  std::printf("# busbw = algbw * 2(n-1)/n; ratio = ark time / NCCL time in the same mode (device: vs NCCL graph)\n");
-  std::printf("%12s %11s  %-6s %-9s %10s %9s %9s %6s %7s\n", "size(B)", "count", "mode", "variant", "time(us)",
-              "algbw", "busbw", "#wrong", "ratio");
+  std::printf(
+      "# busbw = algbw * 2(n-1)/n; ratio = ark time / NCCL time in the same mode (device: vs NCCL graph)\n");
+  std::printf("%12s %11s  %-6s %-9s %10s %9s %9s %6s %7s\n", "size(B)", "count", "mode", "variant",
+              "time(us)", "algbw", "busbw", "#wrong", "ratio");
   std::ofstream csv(s.opt.csv);
   csv << "bytes,count,mode,variant,time_us,algbw_gbs,busbw_gbs,wrong,ratio_vs_nccl\n";
   for (const result& r : s.results) {
     double nccl_us = 0;
     for (const result& q : s.results)
-      if (q.bytes == r.bytes && q.v == variant::nccl && q.m == (r.m == mode::device ? mode::graph : r.m)) nccl_us = q.us;
+      if (q.bytes == r.bytes && q.v == variant::nccl && q.m == (r.m == mode::device ? mode::graph : r.m))
+        nccl_us = q.us;
     const double algbw = r.bytes / r.us / 1e3, busbw = algbw * 2.0 * (s.world - 1) / s.world;
     char ratio[16] = "-";
     if (r.v != variant::nccl && nccl_us > 0) std::snprintf(ratio, sizeof ratio, "%.2f", r.us / nccl_us);
     std::printf("%12zu %11zu  %-6s %-9s %10.2f %9.2f %9.2f %6zu %7s\n", r.bytes, r.bytes / 4, mode_name(r.m),
                 variant_name(r.v), r.us, algbw, busbw, r.wrong, ratio);
-    csv << r.bytes << ',' << r.bytes / 4 << ',' << mode_name(r.m) << ',' << variant_name(r.v) << ',' << r.us << ','
-        << algbw << ',' << busbw << ',' << r.wrong << ',' << ratio << '\n';
+    csv << r.bytes << ',' << r.bytes / 4 << ',' << mode_name(r.m) << ',' << variant_name(r.v) << ',' << r.us
+        << ',' << algbw << ',' << busbw << ',' << r.wrong << ',' << ratio << '\n';
   }
 }
 
@@ -271,10 +293,14 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     command += " " + a;
-    if (a == "--min" && i + 1 < argc) opt.min_bytes = parse_bytes(argv[++i]), command += std::string(" ") + argv[i];
-    else if (a == "--max" && i + 1 < argc) opt.max_bytes = parse_bytes(argv[++i]), command += std::string(" ") + argv[i];
-    else if (a == "--csv" && i + 1 < argc) opt.csv = argv[++i], command += std::string(" ") + argv[i];
-    else if (a == "--quick") opt.quick = true;
+    if (a == "--min" && i + 1 < argc)
+      opt.min_bytes = parse_bytes(argv[++i]), command += std::string(" ") + argv[i];
+    else if (a == "--max" && i + 1 < argc)
+      opt.max_bytes = parse_bytes(argv[++i]), command += std::string(" ") + argv[i];
+    else if (a == "--csv" && i + 1 < argc)
+      opt.csv = argv[++i], command += std::string(" ") + argv[i];
+    else if (a == "--quick")
+      opt.quick = true;
     else {
       std::fprintf(stderr, "usage: %s [--min BYTES] [--max BYTES] [--csv FILE] [--quick]\n", argv[0]);
       return 64;
@@ -285,7 +311,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "ark_bench: no GPU\n");
     return 1;
   }
-  ::setenv("NCCL_NVLS_ENABLE", "0", 1);  // NVLink multicast stays off on shared machines
+  ::setenv("NCCL_NVLS_ENABLE", "0", 1); // NVLink multicast stays off on shared machines
   shared_state s(world, opt);
 #if defined(ARK_BENCH_NCCL)
   s.nccl.resize(world);

@@ -15,7 +15,8 @@ int main(int argc, char** argv) {
   try {
     ark::communicator<gpu>::config cfg;
     cfg.device = rank;
-    ark::communicator<gpu> comm(ark::unix_socket_bootstrap(argv[3], rank, world, std::chrono::seconds(5)), cfg);
+    ark::communicator<gpu> comm(ark::unix_socket_bootstrap(argv[3], rank, world, std::chrono::seconds(5)),
+                                cfg);
     const std::size_t n = (1 << 20) + 5;
     std::vector<float> in(n);
     for (std::size_t i = 0; i < n; ++i) in[i] = static_cast<float>((i + rank) % 11);

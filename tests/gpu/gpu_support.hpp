@@ -42,10 +42,10 @@ inline const std::vector<std::size_t>& gpu_sizes() {
   return std::getenv("ARK_SANITIZE") ? small : full;
 }
 
-#define ARK_REQUIRE_GPUS(n)                                                                                        \
-  if (ark_test::gpu_count() < (n)) {                                                                               \
-    MESSAGE("skipped: needs " << (n) << " GPUs, found " << ark_test::gpu_count());                                 \
-    return;                                                                                                        \
+#define ARK_REQUIRE_GPUS(n)                                                                                  \
+  if (ark_test::gpu_count() < (n)) {                                                                         \
+    MESSAGE("skipped: needs " << (n) << " GPUs, found " << ark_test::gpu_count());                           \
+    return;                                                                                                  \
   }
 
 template <ark::collective K, class T, class Algos, class Backends, class Ops>

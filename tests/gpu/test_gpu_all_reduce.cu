@@ -10,23 +10,24 @@ using sum_only = type_list<ark::op::sum>;
 
 TEST_CASE("gpu all_reduce: every algorithm and depth over thread copies") {
   ARK_REQUIRE_GPUS(1);
-  gpu_matrix<ark::collective::all_reduce, float>(all_reduce_algos{}, all_depths<ark::dma::thread_copy>{}, sum_only{});
+  gpu_matrix<ark::collective::all_reduce, float>(all_reduce_algos{}, all_depths<ark::dma::thread_copy>{},
+                                                 sum_only{});
 }
 
 TEST_CASE("gpu all_reduce: LL packets, every depth and every algorithm") {
   ARK_REQUIRE_GPUS(1);
-  gpu_matrix<ark::collective::all_reduce, float>(type_list<ark::algo::one_shot>{}, all_depths<ark::dma::ll_packet>{},
-                                                 sum_only{});
-  gpu_matrix<ark::collective::all_reduce, float>(type_list<ark::algo::two_shot>{}, type_list<ark::dma::ll_packet<2>>{},
-                                                 sum_only{});
-  gpu_matrix<ark::collective::all_reduce, float>(type_list<ark::algo::ring>{}, type_list<ark::dma::ll_packet<8>>{},
-                                                 sum_only{});
+  gpu_matrix<ark::collective::all_reduce, float>(type_list<ark::algo::one_shot>{},
+                                                 all_depths<ark::dma::ll_packet>{}, sum_only{});
+  gpu_matrix<ark::collective::all_reduce, float>(type_list<ark::algo::two_shot>{},
+                                                 type_list<ark::dma::ll_packet<2>>{}, sum_only{});
+  gpu_matrix<ark::collective::all_reduce, float>(type_list<ark::algo::ring>{},
+                                                 type_list<ark::dma::ll_packet<8>>{}, sum_only{});
 }
 
 TEST_CASE("gpu all_reduce: every op") {
   ARK_REQUIRE_GPUS(1);
-  gpu_matrix<ark::collective::all_reduce, float>(type_list<ark::algo::one_shot>{}, type_list<ark::dma::ll_packet<4>>{},
-                                                 all_ops{});
+  gpu_matrix<ark::collective::all_reduce, float>(type_list<ark::algo::one_shot>{},
+                                                 type_list<ark::dma::ll_packet<4>>{}, all_ops{});
   gpu_matrix<ark::collective::all_reduce, std::int32_t>(type_list<ark::algo::one_shot>{},
                                                         type_list<ark::dma::ll_packet<4>>{}, all_ops{});
   gpu_matrix<ark::collective::all_reduce, float>(type_list<ark::algo::two_shot>{},
@@ -36,10 +37,10 @@ TEST_CASE("gpu all_reduce: every op") {
 namespace {
 template <class T>
 void dtype_case() {
-  gpu_matrix<ark::collective::all_reduce, T>(type_list<ark::algo::one_shot>{}, type_list<ark::dma::ll_packet<4>>{},
-                                             sum_only{});
-  gpu_matrix<ark::collective::all_reduce, T>(type_list<ark::algo::ring>{}, type_list<ark::dma::thread_copy<4>>{},
-                                             sum_only{});
+  gpu_matrix<ark::collective::all_reduce, T>(type_list<ark::algo::one_shot>{},
+                                             type_list<ark::dma::ll_packet<4>>{}, sum_only{});
+  gpu_matrix<ark::collective::all_reduce, T>(type_list<ark::algo::ring>{},
+                                             type_list<ark::dma::thread_copy<4>>{}, sum_only{});
 }
 } // namespace
 
@@ -54,6 +55,6 @@ TEST_CASE("gpu all_reduce: every dtype (fp16 and bf16 accumulate in fp32)") {
 
 TEST_CASE("gpu all_reduce: the automatic choice of algorithm and backend") {
   ARK_REQUIRE_GPUS(1);
-  gpu_matrix<ark::collective::all_reduce, ark::bf16>(type_list<ark::algo::automatic>{},
-                                                     type_list<ark::dma::automatic>{}, type_list<ark::op::avg>{});
+  gpu_matrix<ark::collective::all_reduce, ark::bf16>(
+      type_list<ark::algo::automatic>{}, type_list<ark::dma::automatic>{}, type_list<ark::op::avg>{});
 }

@@ -46,28 +46,33 @@ TEST_CASE("gpu: 1000 calls of random size, algorithm and backend, enqueued back 
   const int world = gpu_count();
   using callee_t = callee<i32, gpu>;
   const callee_t callees[] = {
-      make_callee<ark::collective::all_reduce, ark::algo::automatic, ark::dma::automatic, i32, ark::op::sum, gpu>(),
-      make_callee<ark::collective::all_reduce, ark::algo::one_shot, ark::dma::ll_packet<1>, i32, ark::op::sum, gpu>(),
-      make_callee<ark::collective::all_reduce, ark::algo::two_shot, ark::dma::thread_copy<3>, i32, ark::op::sum, gpu>(),
-      make_callee<ark::collective::all_reduce, ark::algo::ring, ark::dma::ll_packet<8>, i32, ark::op::sum, gpu>(),
+      make_callee<ark::collective::all_reduce, ark::algo::automatic, ark::dma::automatic, i32, ark::op::sum,
+                  gpu>(),
+      make_callee<ark::collective::all_reduce, ark::algo::one_shot, ark::dma::ll_packet<1>, i32, ark::op::sum,
+                  gpu>(),
+      make_callee<ark::collective::all_reduce, ark::algo::two_shot, ark::dma::thread_copy<3>, i32,
+                  ark::op::sum, gpu>(),
+      make_callee<ark::collective::all_reduce, ark::algo::ring, ark::dma::ll_packet<8>, i32, ark::op::sum,
+                  gpu>(),
   };
   basic_world<gpu> w(world, gpu_small_config());
   std::vector<std::size_t> bad(world, 0);
   w.run([&](gpu_comm& c, int rank) {
-    std::mt19937_64 rng(7);  // the same sequence on every rank
+    std::mt19937_64 rng(7); // the same sequence on every rank
     const int calls = 1000;
     std::vector<std::size_t> count(calls), offset(calls + 1, 0), which(calls);
     for (int k = 0; k < calls; ++k) {
       count[k] = rng() % 8193;
       which[k] = rng() % std::size(callees);
-      offset[k + 1] = offset[k] + (count[k] + 3) / 4 * 4;  // 16-byte aligned slices
+      offset[k + 1] = offset[k] + (count[k] + 3) / 4 * 4; // 16-byte aligned slices
     }
     std::vector<i32> host(offset[calls]);
     for (int k = 0; k < calls; ++k)
       for (std::size_t i = 0; i < count[k]; ++i) host[offset[k] + i] = input<i32, ark::op::sum>(k, rank, i);
     dbuf<i32> d(host.size(), rank);
     d.upload(host);
-    for (int k = 0; k < calls; ++k) callees[which[k]].fn(c, d.get() + offset[k], d.get() + offset[k], count[k], 0);
+    for (int k = 0; k < calls; ++k)
+      callees[which[k]].fn(c, d.get() + offset[k], d.get() + offset[k], count[k], 0);
     c.synchronize();
     const auto out = d.download();
     for (int k = 0; k < calls; ++k)
@@ -101,7 +106,8 @@ TEST_CASE("gpu: collectives captured in a CUDA graph give the right result on ev
     rt::check(rt::end_capture(s, &graph), "end capture");
     rt::check(rt::graph_instantiate(&exec, graph), "instantiate");
     for (int replay = 0; replay < 5; ++replay) {
-      for (auto* buf : {&a, &b, &d}) rt::check(rt::memset_async(buf->get(), 0xff, n * sizeof(float), s), "poison");
+      for (auto* buf : {&a, &b, &d})
+        rt::check(rt::memset_async(buf->get(), 0xff, n * sizeof(float), s), "poison");
       rt::check(rt::graph_launch(exec, s), "launch graph");
       c.synchronize();
       const auto ra = a.download(), rb = b.download(), rd = d.download();
@@ -128,14 +134,17 @@ TEST_CASE("gpu device-side API: a persistent kernel loops compute + all-reduce w
       dbuf<std::int64_t> data(n, rank);
       using ll = examples::persistent_loop<ark::dma::ll_packet<4>, ark::device_comm<gpu>>;
       using tc = examples::persistent_loop<ark::dma::thread_copy<2>, ark::device_comm<gpu>>;
-      persistent_kernel<ark::dma::ll_packet<4>><<<4, 256, 0, c.stream()>>>(ll{c.device_handle(), data.get(), n, iterations, rank});
+      persistent_kernel<ark::dma::ll_packet<4>>
+          <<<4, 256, 0, c.stream()>>>(ll{c.device_handle(), data.get(), n, iterations, rank});
       c.synchronize();
       for (std::size_t i = 0; i < n; i += 7)
         bad[rank] += data.download()[i] != examples::persistent_loop_expected(i, iterations, world);
-      persistent_kernel<ark::dma::thread_copy<2>><<<8, 512, 0, c.stream()>>>(tc{c.device_handle(), data.get(), n, iterations, rank});
+      persistent_kernel<ark::dma::thread_copy<2>>
+          <<<8, 512, 0, c.stream()>>>(tc{c.device_handle(), data.get(), n, iterations, rank});
       c.synchronize();
       const auto out = data.download();
-      for (std::size_t i = 0; i < n; ++i) bad[rank] += out[i] != examples::persistent_loop_expected(i, iterations, world);
+      for (std::size_t i = 0; i < n; ++i)
+        bad[rank] += out[i] != examples::persistent_loop_expected(i, iterations, world);
     });
     for (int r = 0; r < world; ++r) CHECK(bad[r] == 0);
   }
@@ -150,7 +159,7 @@ TEST_CASE("gpu: a peer that never joins becomes a timeout error within the bound
   {
     basic_world<gpu> w(world, gpu_small_config());
     const auto errs = w.try_run([&](gpu_comm& c, int rank) {
-      if (rank != 0) return;  // nobody else calls
+      if (rank != 0) return; // nobody else calls
       dbuf<float> d(4096, rank);
       ark::call_options<gpu> o;
       o.timeout = 500ms;
@@ -197,7 +206,7 @@ TEST_CASE("gpu: a count that differs between ranks is a mismatch error, the outp
 
 TEST_CASE("gpu: large messages, every all-reduce algorithm, the default configuration") {
   ARK_REQUIRE_GPUS(1);
-  const std::size_t n = std::size_t(64) << 20;  // 256 MB of floats per rank
+  const std::size_t n = std::size_t(64) << 20; // 256 MB of floats per rank
   for (int world : gpu_worlds()) {
     basic_world<gpu> w(world, gpu_comm::config{});
     std::vector<std::size_t> bad(world, 0);
@@ -208,8 +217,8 @@ TEST_CASE("gpu: large messages, every all-reduce algorithm, the default configur
       d.upload(in);
       c.all_reduce<ark::algo::one_shot, ark::dma::thread_copy<4>>(d.get(), out.get(), n);
       c.all_reduce<ark::algo::two_shot, ark::dma::thread_copy<4>>(out.get(), out.get(), n);
-      c.all_reduce<ark::algo::ring, ark::dma::thread_copy<8>>(out.get(), out.get(), n);
-      c.all_reduce(out.get(), out.get(), n);  // automatic
+      c.all_reduce<ark::algo::ring, ark::dma::thread_copy<3>>(out.get(), out.get(), n);
+      c.all_reduce(out.get(), out.get(), n); // automatic
       c.synchronize();
       const auto got = out.download();
       const float scale = static_cast<float>(world) * world * world;
@@ -237,7 +246,8 @@ std::vector<int> spawn_ranks(const std::vector<int>& ranks, int world, const std
   std::vector<pid_t> pids;
   for (int r : ranks) {
     std::string rs = std::to_string(r), ws = std::to_string(world);
-    char* argv[] = {const_cast<char*>(exe.c_str()), rs.data(), ws.data(), const_cast<char*>(sock.c_str()), nullptr};
+    char* argv[] = {const_cast<char*>(exe.c_str()), rs.data(), ws.data(), const_cast<char*>(sock.c_str()),
+                    nullptr};
     pid_t pid = -1;
     REQUIRE(::posix_spawn(&pid, exe.c_str(), nullptr, nullptr, argv, environ) == 0);
     pids.push_back(pid);

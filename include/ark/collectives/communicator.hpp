@@ -37,17 +37,18 @@ struct call_options {
   std::chrono::nanoseconds timeout{0};
 };
 
-/// Default tuning per platform. GPUs: a 512-thread block per worker; LL packets up to 256 KB,
-/// spread over enough blocks that each thread polls about one packet; thread copies spread over
-/// a block per 32 KB, up to 64 blocks (docs/perf.md has the measurements behind these).
+/// Default tuning per platform. GPUs: a 512-thread block per worker; LL packets up to 1 MB,
+/// spread over enough blocks that each thread polls one or two packets; thread copies over a
+/// block per 32 KB; one-shot up to 8 MB, then two-shot (docs/perf.md: the measurements).
 template <device P>
 tuning default_tuning() {
   tuning t;
   if constexpr (!P::synchronous_launch) {
     t.threads = 512;
-    t.ll_max_bytes = 256 << 10;
+    t.ll_max_bytes = 1 << 20;
+    t.one_shot_max_bytes = 8 << 20;
     t.bytes_per_worker = 32 << 10;
-    t.ll_bytes_per_worker = 4 << 10;
+    t.ll_bytes_per_worker = 8 << 10;
   }
   return t;
 }
@@ -57,7 +58,8 @@ template <device P>
 team_config default_team() {
   team_config c;
   if constexpr (!P::synchronous_launch) {
-    c.workers = 64;
+    c.workers = 128;
+    c.max_depth = 4;
     c.slot_bytes = 64 << 10;
     c.ll_slot_bytes = 16 << 10;
     c.staging = false; // no engine backend runs on GPUs yet

@@ -32,7 +32,7 @@ ARK_HD inline choice select(collective k, std::size_t bytes, int world, const tu
   const bool ll = bytes <= t.ll_max_bytes;
   switch (k) {
   case collective::all_reduce:
-    if (world <= 2 || bytes <= t.one_shot_max_bytes) return {algo::one_shot::id, ll};
+    if (world == 1 || bytes <= t.one_shot_max_bytes) return {algo::one_shot::id, ll};
     return {world <= static_cast<int>(t.direct_max_world) ? algo::two_shot::id : algo::ring::id, false};
   case collective::reduce_scatter:
   case collective::all_gather:

@@ -74,8 +74,9 @@ concept device = requires {
   // 1. atomics
   { P::load_acquire(cf) } -> std::same_as<std::uint64_t>;
   { P::load_relaxed(cf) } -> std::same_as<std::uint64_t>;
-  { P::store_release(f, v) } -> std::same_as<void>;      { P::store_relaxed(f, v) } -> std::same_as<void>;
-      { P::store_after_reads(f, v) } -> std::same_as<void>;
+  { P::store_release(f, v) } -> std::same_as<void>;
+  { P::store_relaxed(f, v) } -> std::same_as<void>;
+  { P::store_after_reads(f, v) } -> std::same_as<void>;
   { P::fetch_add(f, v) } -> std::same_as<std::uint64_t>;
   { P::compare_exchange(w, u, u) } -> std::same_as<bool>;
   { P::fence() } -> std::same_as<void>;

@@ -68,7 +68,9 @@ using graph_t = cudaGraph_t;
 using graph_exec_t = cudaGraphExec_t;
 using event_t = cudaEvent_t;
 inline error_t memset_async(void* p, int v, std::size_t n, stream_t s) { return cudaMemsetAsync(p, v, n, s); }
-inline error_t begin_capture(stream_t s) { return cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal); }
+inline error_t begin_capture(stream_t s) {
+  return cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
+}
 inline error_t end_capture(stream_t s, graph_t* g) { return cudaStreamEndCapture(s, g); }
 inline error_t graph_instantiate(graph_exec_t* e, graph_t g) { return cudaGraphInstantiate(e, g, 0); }
 inline error_t graph_launch(graph_exec_t e, stream_t s) { return cudaGraphLaunch(e, s); }
@@ -162,7 +164,9 @@ using event_t = hipEvent_t;
 inline error_t memset_async(void* p, int v, std::size_t n, stream_t s) { return hipMemsetAsync(p, v, n, s); }
 inline error_t begin_capture(stream_t s) { return hipStreamBeginCapture(s, hipStreamCaptureModeThreadLocal); }
 inline error_t end_capture(stream_t s, graph_t* g) { return hipStreamEndCapture(s, g); }
-inline error_t graph_instantiate(graph_exec_t* e, graph_t g) { return hipGraphInstantiate(e, g, nullptr, nullptr, 0); }
+inline error_t graph_instantiate(graph_exec_t* e, graph_t g) {
+  return hipGraphInstantiate(e, g, nullptr, nullptr, 0);
+}
 inline error_t graph_launch(graph_exec_t e, stream_t s) { return hipGraphLaunch(e, s); }
 inline error_t graph_exec_destroy(graph_exec_t e) { return hipGraphExecDestroy(e); }
 inline error_t graph_destroy(graph_t g) { return hipGraphDestroy(g); }

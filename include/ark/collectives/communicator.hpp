@@ -38,7 +38,7 @@ struct call_options {
 };
 
 /// Default tuning per platform. GPUs: a 512-thread block per worker; LL packets up to 1 MB,
-/// spread over enough blocks that each thread polls one or two packets; thread copies over a
+/// a block per 4 KB (one packet per thread) up to 128 blocks; thread copies over a
 /// block per 32 KB; one-shot up to 8 MB, then two-shot (docs/perf.md: the measurements).
 template <device P>
 tuning default_tuning() {
@@ -48,7 +48,7 @@ tuning default_tuning() {
     t.ll_max_bytes = 1 << 20;
     t.one_shot_max_bytes = 8 << 20;
     t.bytes_per_worker = 32 << 10;
-    t.ll_bytes_per_worker = 8 << 10;
+    t.ll_bytes_per_worker = 4 << 10;
   }
   return t;
 }

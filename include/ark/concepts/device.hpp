@@ -7,7 +7,8 @@
 //      load_acquire, load_relaxed, store_release, store_relaxed, fetch_add (acq_rel), a 32-bit
 //      compare_exchange (used to claim the error record), fence() (acq_rel, system scope), and
 //      store_after_reads: a store ordered after the scope's earlier loads (after a barrier) but
-//      not necessarily after its stores; it acknowledges that a slot has been read.
+//      not necessarily after its stores; it acknowledges that a slot has been read; and its
+//      counterpart load_before_writes: a load ordered before later stores (a sender's credit).
 //   2. A clock for deadlines, now_ns() (monotonic nanoseconds), and pause(spins), the spin-wait
 //      hint, which may back off with the number of spins so far.
 //   3. Vector access to data: load<V>/store<V> for local memory, load_peer<V> for memory that peers
@@ -77,6 +78,7 @@ concept device = requires {
   { P::store_release(f, v) } -> std::same_as<void>;
   { P::store_relaxed(f, v) } -> std::same_as<void>;
   { P::store_after_reads(f, v) } -> std::same_as<void>;
+  { P::load_before_writes(cf) } -> std::same_as<std::uint64_t>;
   { P::fetch_add(f, v) } -> std::same_as<std::uint64_t>;
   { P::compare_exchange(w, u, u) } -> std::same_as<bool>;
   { P::fence() } -> std::same_as<void>;

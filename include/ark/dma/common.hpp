@@ -74,7 +74,7 @@ ARK_HD void group_copy(const Ctx& ctx, void* dst, const void* src, std::size_t b
 template <class Ctx>
 ARK_HD bool wait_credit(const Ctx& ctx, int p, std::uint64_t step, unsigned depth) {
   return step <= depth ||
-         ctx.wait_geq(ctx.lay().ack(ctx.local(), ctx.worker, p), step - depth, wait_kind::credit, p);
+         ctx.wait_geq(ctx.lay().ack(ctx.local(), ctx.worker, p), step - depth, wait_kind::credit, p, true);
 }
 
 /// Scope-collective: once every thread is done with the addressed peers' payload for `step`,

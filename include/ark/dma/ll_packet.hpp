@@ -125,9 +125,14 @@ struct ll_packet : thread_transfers<Depth> {
   template <class Ctx>
   ARK_HD static bool open_recv(const Ctx& ctx, peers ps, std::uint64_t step) {
     const bool ok = for_each_peer(ctx, ps, [&](int p) {
+      using P = typename Ctx::platform;
       const auto r = rx(ctx, p, step);
       std::uint64_t a, b, c, d;
-      if (!r.poll(ctx, r.packets, a, b) || !r.poll(ctx, r.packets + 2, c, d)) return false;
+      P::load_ll(r.packets, a, b); // both header packets in flight at once
+      P::load_ll(r.packets + 2, c, d);
+      if ((!r.ready(a, b) && !r.poll(ctx, r.packets, a, b)) ||
+          (!r.ready(c, d) && !r.poll(ctx, r.packets + 2, c, d)))
+        return false;
       call_desc theirs;
       theirs.count = (a & 0xffffffffu) | (b << 32);
       theirs.meta = (c & 0xffffffffu) | (d << 32);

@@ -14,6 +14,7 @@
 
 #include <map>
 #include <mutex>
+#include <utility>
 #include <unistd.h>
 
 #if defined(ARK_COMPILER_CUDA)
@@ -28,6 +29,14 @@ template <class F>
 __global__ void __launch_bounds__(1024) run_workers(const ARK_GRID_CONSTANT F work) {
   block_scope g;
   work(g, blockIdx.x, gridDim.x);
+}
+
+/// Peer access enabled so far, as (device, peer): enabling it twice is reported as an error.
+inline bool first_peer_access(int device, int peer) {
+  static std::mutex m;
+  static std::map<std::pair<int, int>, bool> enabled;
+  std::lock_guard<std::mutex> lock(m);
+  return !std::exchange(enabled[{device, peer}], true);
 }
 
 /// Pointers this process opened through IPC, to close them again.
@@ -87,6 +96,9 @@ struct gpu {
   /// perform a store before a completed earlier load; a release would also wait for this
   /// thread's stores into peer memory, a full NVLink round trip.
   ARK_HD static void store_after_reads(std::uint64_t* p, std::uint64_t v) { store_relaxed(p, v); }
+  /// Relaxed, for the same reason: a store that depends on the loaded value (through the branch
+  /// that ends a credit wait) is never performed before the load returns.
+  ARK_HD static std::uint64_t load_before_writes(const std::uint64_t* p) { return load_relaxed(p); }
   ARK_HD static std::uint64_t fetch_add(std::uint64_t* p, std::uint64_t v) {
     ARK_GPU_OR_HOST(detail::gpu::fetch_add(p, v), host::fetch_add(p, v));
   }
@@ -196,7 +208,8 @@ struct gpu {
         if (!ok)
           throw platform_error(std::string(name) + ": GPU " + std::to_string(device) + " cannot access GPU " +
                                std::to_string(h.device) + " (no peer access between them)");
-        detail::rt::check(detail::rt::enable_peer_access(h.device), "enable peer access");
+        if (detail::first_peer_access(device, h.device))
+          detail::rt::check(detail::rt::enable_peer_access(h.device), "enable peer access");
       }
       return reinterpret_cast<void*>(h.address);
     }

@@ -202,6 +202,10 @@ struct host {
   ARK_HD static void store_after_reads(std::uint64_t* p, std::uint64_t v) {
     ARK_HOST_ONLY(detail::host_impl::store(p, v, std::memory_order_release));
   }
+  /// An acquire, the C++ model's way to order later writes (free on x86).
+  ARK_HD static std::uint64_t load_before_writes(const std::uint64_t* p) {
+    ARK_HOST_ONLY(return detail::host_impl::load(p, std::memory_order_acquire));
+  }
   ARK_HD static std::uint64_t fetch_add(std::uint64_t* p, std::uint64_t v) {
     ARK_HOST_ONLY(return detail::host_impl::fetch_add(p, v));
   }

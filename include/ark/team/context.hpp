@@ -106,13 +106,17 @@ public:
   }
 
   /// Spins until *flag >= value. On a timeout or an abort, records it and returns false.
-  ARK_HD bool wait_geq(const std::uint64_t* flag, std::uint64_t value, wait_kind kind, int peer) const {
-    std::uint64_t seen = P::load_acquire(flag);
+  /// `before_writes`: the caller only writes after the wait (a credit), so the load need only be
+  /// ordered before later stores (P::load_before_writes), not before later loads.
+  ARK_HD bool wait_geq(const std::uint64_t* flag, std::uint64_t value, wait_kind kind, int peer,
+                       bool before_writes = false) const {
+    auto load = [&] { return before_writes ? P::load_before_writes(flag) : P::load_acquire(flag); };
+    std::uint64_t seen = load();
     if (seen >= value) return true;
     const std::uint64_t start = P::now_ns();
     for (unsigned spins = 0;; ++spins) {
       P::pause(spins);
-      seen = P::load_acquire(flag);
+      seen = load();
       if (seen >= value) return true;
       if ((spins & 63u) == 63u && !keep_waiting(start, kind, peer, value, seen)) return false;
     }

@@ -7,7 +7,8 @@
 //      when a rank does not arrive within the bootstrap's bound, never hangs;
 //   3. b.barrier() returns once every rank called it (same bound).
 // It is used only while a communicator is built and torn down, never on the data path.
-// Models: in_process_bootstrap (ranks are threads of one process; ark/bootstrap/in_process.hpp).
+// Models (ark/bootstrap/): in_process_bootstrap (threads of one process), unix_socket_bootstrap
+// (processes of one node), mpi_bootstrap (processes started by mpirun; include it yourself).
 #pragma once
 
 #include <concepts>

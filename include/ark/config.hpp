@@ -31,6 +31,14 @@
 #define ARK_FORCEINLINE inline __attribute__((always_inline))
 #endif
 
+// Before a host/device function template that may call host-only callables when instantiated
+// for the host (nvcc checks each call otherwise; Thrust does the same).
+#if defined(ARK_COMPILER_CUDA)
+#define ARK_EXEC_CHECK_DISABLE _Pragma("nv_exec_check_disable")
+#else
+#define ARK_EXEC_CHECK_DISABLE
+#endif
+
 // A statement of a function that generic (host and device) code may name but that only ever runs
 // on the host (the host platform and its scope): in a device pass it becomes a trap.
 #if defined(ARK_DEVICE_PASS)

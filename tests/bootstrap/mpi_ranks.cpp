@@ -21,7 +21,8 @@ int main(int argc, char** argv) {
       for (std::size_t i = 0; i < words; ++i) mine[i] = rank * 1000 + round * 10 + static_cast<int>(i);
       boot.all_gather(mine.data(), all.data(), words * sizeof(int));
       for (int q = 0; q < world; ++q)
-        for (std::size_t i = 0; i < words; ++i) bad += all[q * words + i] != q * 1000 + round * 10 + static_cast<int>(i);
+        for (std::size_t i = 0; i < words; ++i)
+          bad += all[q * words + i] != q * 1000 + round * 10 + static_cast<int>(i);
       boot.barrier();
     }
     // rank 0 comes 1 s late to a barrier with a 300 ms bound: every other rank must time out, not

@@ -39,7 +39,8 @@ public:
     if (n > static_cast<std::size_t>(1) << 30) detail::throw_invalid("mpi_bootstrap", "gather too large");
     MPI_Request req;
     const int count = static_cast<int>(n);
-    check(MPI_Iallgather(n ? in : MPI_IN_PLACE, count, MPI_BYTE, out, count, MPI_BYTE, comm_, &req), "MPI_Iallgather");
+    check(MPI_Iallgather(n ? in : MPI_IN_PLACE, count, MPI_BYTE, out, count, MPI_BYTE, comm_, &req),
+          "MPI_Iallgather");
     wait(req, "all_gather");
   }
 
@@ -57,8 +58,8 @@ private:
       check(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "MPI_Test");
       if (done) return;
       if (std::chrono::steady_clock::now() > deadline)
-        throw timeout_error("mpi_bootstrap: rank " + std::to_string(rank_) + ": " + what + " not complete after " +
-                                std::to_string(timeout_.count()) + " ms",
+        throw timeout_error("mpi_bootstrap: rank " + std::to_string(rank_) + ": " + what +
+                                " not complete after " + std::to_string(timeout_.count()) + " ms",
                             {});
       if (spins > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));
     }

@@ -376,8 +376,17 @@ private:
       detail::throw_invalid(call, "workers " + std::to_string(workers) + " exceeds team_config.workers " +
                                       std::to_string(team_.lay.workers));
     if constexpr (!std::is_same_v<B, dma::automatic>) check_backend<B>(call);
-    P::launch(stream_of(o), launch_shape{workers, cfg_.tuning.threads},
-              detail::collective_work<P, K, A, B, T, Op>{with_timeout(o), in, out, count, root, op});
+    const launch_shape shape{workers, cfg_.tuning.threads};
+    const device_comm<P> handle = with_timeout(o);
+    // resolve an automatic choice here: each launch then runs the one algorithm it needs
+    ark::with_choice<K, A, B>(select(K, bytes, world(), cfg_.tuning), [&](auto a, auto b) {
+      using A1 = decltype(a);
+      using B1 = decltype(b);
+      check_backend<B1>(call);
+      P::launch(stream_of(o), shape,
+                detail::collective_work<P, K, A1, B1, T, Op>{handle, in, out, count, root, op});
+      return true;
+    });
     after_launch(call);
   }
 

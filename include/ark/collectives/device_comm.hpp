@@ -25,6 +25,44 @@
 
 namespace ark {
 
+namespace detail {
+/// f(a, backend) with the backend B, or the run-time choice's when B is automatic.
+ARK_EXEC_CHECK_DISABLE
+template <collective K, class B, class A, class F>
+ARK_HD bool with_backend(choice c, A a, F& f) {
+  if constexpr (!algorithms::implements<K, A>)
+    return false; // never chosen for K
+  else if constexpr (!std::is_same_v<B, dma::automatic>)
+    return f(a, B{});
+  else if (c.ll)
+    return f(a, dma::ll_packet<default_depth>{});
+  else
+    return f(a, dma::thread_copy<default_depth>{});
+}
+} // namespace detail
+
+/// Calls f(algorithm tag, backend) for the run-time choice `c`, keeping what the caller fixed
+/// (A or B not automatic). Shared by device_comm (device-side calls) and communicator, which
+/// resolves the choice on the host so that each launch runs one small kernel.
+ARK_EXEC_CHECK_DISABLE
+template <collective K, class A, class B, class F>
+ARK_HD bool with_choice(choice c, F&& f) {
+  if constexpr (!std::is_same_v<A, algo::automatic>) {
+    return detail::with_backend<K, B>(c, A{}, f);
+  } else {
+    switch (c.algorithm) {
+    case algo::one_shot::id:
+      return detail::with_backend<K, B>(c, algo::one_shot{}, f);
+    case algo::two_shot::id:
+      return detail::with_backend<K, B>(c, algo::two_shot{}, f);
+    case algo::ring::id:
+      return detail::with_backend<K, B>(c, algo::ring{}, f);
+    default:
+      return detail::with_backend<K, B>(c, algo::direct{}, f);
+    }
+  }
+}
+
 template <device P>
 struct device_comm {
   team_view team;
@@ -48,7 +86,7 @@ struct device_comm {
                   "ark: Op is not a reduction operator for T (see ark/concepts/reduce_op.hpp)");
     if constexpr (std::is_same_v<A, algo::automatic> || std::is_same_v<B, dma::automatic>) {
       const choice c = select(K, count * sizeof(T), team.world, tune);
-      return with_choice<K, A, B>(c, [&](auto a, auto b) {
+      return ark::with_choice<K, A, B>(c, [&](auto a, auto b) {
         return run<K, decltype(a), decltype(b)>(g, worker, workers, in, out, count, root, op);
       });
     } else {
@@ -90,36 +128,6 @@ struct device_comm {
   ARK_HD bool reduce(G& g, unsigned worker, unsigned workers, const T* in, T* out, std::size_t count,
                      int root, Op op = {}) const {
     return run<collective::reduce, algo::direct, B>(g, worker, workers, in, out, count, root, op);
-  }
-
-private:
-  /// Calls f(algorithm tag, backend type) for the run-time choice, keeping what the caller fixed.
-  template <collective K, class A, class B, class F>
-  ARK_HD static bool with_choice(choice c, F&& f) {
-    auto with_backend = [&](auto a) -> bool {
-      if constexpr (!algorithms::implements<K, decltype(a)>)
-        return false; // never chosen for K
-      else if constexpr (!std::is_same_v<B, dma::automatic>)
-        return f(a, B{});
-      else if (c.ll)
-        return f(a, dma::ll_packet<default_depth>{});
-      else
-        return f(a, dma::thread_copy<default_depth>{});
-    };
-    if constexpr (!std::is_same_v<A, algo::automatic>) {
-      return with_backend(A{});
-    } else {
-      switch (c.algorithm) {
-      case algo::one_shot::id:
-        return with_backend(algo::one_shot{});
-      case algo::two_shot::id:
-        return with_backend(algo::two_shot{});
-      case algo::ring::id:
-        return with_backend(algo::ring{});
-      default:
-        return with_backend(algo::direct{});
-      }
-    }
   }
 };
 

@@ -69,6 +69,13 @@ ARK_HD void group_copy(const Ctx& ctx, void* dst, const void* src, std::size_t b
   for (std::size_t i = 16 * nv + tid; i < bytes; i += nt) d[i] = s[i];
 }
 
+/// Scope-collective bounded wait for *flag >= value: thread 0 spins, everyone learns the outcome.
+template <class Ctx>
+ARK_HD bool wait_flag(const Ctx& ctx, const std::uint64_t* flag, std::uint64_t value, wait_kind kind, int peer) {
+  const bool ok = ctx.g.thread_rank() != 0 || ctx.wait_geq(flag, value, kind, peer);
+  return !ctx.g.sync_any(!ok);
+}
+
 /// One thread: waits until peer p finished step - depth - 1 (its ack reached step - depth), so that
 /// at most `depth` steps of ours are ahead of it and our slot for `step` in p is free.
 template <class Ctx>

@@ -56,11 +56,8 @@ struct host_engine : simple_channel<host_engine<Depth>> {
     if (ctx.g.thread_rank() == 0) post(ctx, nullptr, nullptr, 0, flag, value);
   }
 
-  template <class Ctx>
-  ARK_HD static bool wait(const Ctx& ctx, const std::uint64_t* flag, std::uint64_t value, wait_kind kind,
-                          int peer) {
-    const bool ok = ctx.g.thread_rank() != 0 || ctx.wait_geq(flag, value, kind, peer);
-    return !ctx.g.sync_any(!ok);
+  template <class Ctx>  ARK_HD static bool wait(const Ctx& ctx, const std::uint64_t* flag, std::uint64_t value, wait_kind kind, int peer) {
+    return wait_flag(ctx, flag, value, kind, peer);
   }
 
   /// Waits until the engine has completed every request this worker posted.

@@ -31,11 +31,8 @@ struct thread_transfers {
     }
   }
 
-  template <class Ctx>
-  ARK_HD static bool wait(const Ctx& ctx, const std::uint64_t* flag, std::uint64_t value, wait_kind kind,
-                          int peer) {
-    const bool ok = ctx.g.thread_rank() != 0 || ctx.wait_geq(flag, value, kind, peer);
-    return !ctx.g.sync_any(!ok);
+  template <class Ctx>  ARK_HD static bool wait(const Ctx& ctx, const std::uint64_t* flag, std::uint64_t value, wait_kind kind, int peer) {
+    return wait_flag(ctx, flag, value, kind, peer);
   }
 
   template <class Ctx>

@@ -71,7 +71,8 @@ ARK_HD void group_copy(const Ctx& ctx, void* dst, const void* src, std::size_t b
 
 /// Scope-collective bounded wait for *flag >= value: thread 0 spins, everyone learns the outcome.
 template <class Ctx>
-ARK_HD bool wait_flag(const Ctx& ctx, const std::uint64_t* flag, std::uint64_t value, wait_kind kind, int peer) {
+ARK_HD bool wait_flag(const Ctx& ctx, const std::uint64_t* flag, std::uint64_t value, wait_kind kind,
+                      int peer) {
   const bool ok = ctx.g.thread_rank() != 0 || ctx.wait_geq(flag, value, kind, peer);
   return !ctx.g.sync_any(!ok);
 }

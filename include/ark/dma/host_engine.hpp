@@ -56,7 +56,9 @@ struct host_engine : simple_channel<host_engine<Depth>> {
     if (ctx.g.thread_rank() == 0) post(ctx, nullptr, nullptr, 0, flag, value);
   }
 
-  template <class Ctx>  ARK_HD static bool wait(const Ctx& ctx, const std::uint64_t* flag, std::uint64_t value, wait_kind kind, int peer) {
+  template <class Ctx>
+  ARK_HD static bool wait(const Ctx& ctx, const std::uint64_t* flag, std::uint64_t value, wait_kind kind,
+                          int peer) {
     return wait_flag(ctx, flag, value, kind, peer);
   }
 

@@ -31,7 +31,9 @@ struct thread_transfers {
     }
   }
 
-  template <class Ctx>  ARK_HD static bool wait(const Ctx& ctx, const std::uint64_t* flag, std::uint64_t value, wait_kind kind, int peer) {
+  template <class Ctx>
+  ARK_HD static bool wait(const Ctx& ctx, const std::uint64_t* flag, std::uint64_t value, wait_kind kind,
+                          int peer) {
     return wait_flag(ctx, flag, value, kind, peer);
   }
 

@@ -375,7 +375,6 @@ private:
     if (workers > team_.lay.workers)
       detail::throw_invalid(call, "workers " + std::to_string(workers) + " exceeds team_config.workers " +
                                       std::to_string(team_.lay.workers));
-    if constexpr (!std::is_same_v<B, dma::automatic>) check_backend<B>(call);
     const launch_shape shape{workers, cfg_.tuning.threads};
     const device_comm<P> handle = with_timeout(o);
     // resolve an automatic choice here: each launch then runs the one algorithm it needs

@@ -5,7 +5,7 @@
 //   platform/     models of `device`: host (CPU threads), cuda, hip
 //   scope/        models of `scope`: host_team, block_scope
 //   team/         symmetric-region layout, the team handle, the per-call context
-//   dma/          models of `dma_backend`: thread_copy, ll_packet, host_engine
+//   dma/          models of `dma_backend`: thread_copy, ll_packet, proxy_engine
 //   algorithms/   one-shot, two-shot, ring, direct: written once against the concepts
 //   collectives/  device_comm (called from kernels) and communicator (called from the host)
 #pragma once

@@ -26,7 +26,7 @@ TEST_CASE("all_reduce/thread_copy: teams of several threads per worker") {
                         std::int32_t, ark::op::sum>());
         check_collective<ark::collective::all_reduce, std::int32_t, ark::op::sum>(
             w, p,
-            make_callee<ark::collective::all_reduce, ark::algo::ring, ark::dma::host_engine<2>, std::int32_t,
+            make_callee<ark::collective::all_reduce, ark::algo::ring, ark::dma::proxy_engine<2>, std::int32_t,
                         ark::op::sum>());
       }
     }

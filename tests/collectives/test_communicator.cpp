@@ -50,7 +50,7 @@ TEST_CASE("communicator: 1000 back-to-back calls of random size, algorithm and b
                   ark::op::sum>(),
       make_callee<ark::collective::all_reduce, ark::algo::two_shot, ark::dma::thread_copy<3>, i32,
                   ark::op::sum>(),
-      make_callee<ark::collective::all_reduce, ark::algo::ring, ark::dma::host_engine<2>, i32,
+      make_callee<ark::collective::all_reduce, ark::algo::ring, ark::dma::proxy_engine<2>, i32,
                   ark::op::sum>(),
       make_callee<ark::collective::all_reduce, ark::algo::ring, ark::dma::ll_packet<8>, i32, ark::op::sum>(),
   };

@@ -29,7 +29,7 @@ TEST_CASE("concepts: models satisfy them, impostors do not") {
   CHECK_FALSE(ark::scope<bad_scope>);
   CHECK(ark::dma_backend<ark::dma::thread_copy<1>>);
   CHECK(ark::dma_backend<ark::dma::ll_packet<4>>);
-  CHECK(ark::dma_backend<ark::dma::host_engine<8>>);
+  CHECK(ark::dma_backend<ark::dma::proxy_engine<8>>);
   CHECK_FALSE(ark::dma_backend<no_tag_backend>);
   CHECK_FALSE(ark::dma_backend<ark::dma::automatic>);
   CHECK(ark::bootstrap<ark::in_process_bootstrap>);

@@ -9,7 +9,12 @@
 #pragma once
 
 #include "ark/bootstrap/in_process.hpp"
+#include "ark/collectives/copy_engine.hpp"
 #include "ark/collectives/device_comm.hpp"
+#include "ark/dma/proxy_engine.hpp"
+#if defined(ARK_GPU_COMPILER)
+#include "ark/dma/gpu_proxy.hpp"
+#endif
 
 #include <chrono>
 #include <cstdint>
@@ -22,19 +27,26 @@
 
 namespace ark {
 
-/// A user buffer registered on every rank: where each rank's copy lives in this address space.
-/// Trivially copyable, so kernels can take it by value.
-struct window_view {
-  std::size_t bytes = 0;
-  std::byte* base[max_world] = {};
-};
-
 /// Options of one call; zero means "the communicator's default".
 template <device P>
 struct call_options {
-  typename P::stream stream{};
-  unsigned workers = 0;
+  typename P::stream stream{}; ///< the stream the call is enqueued on (its priority applies)
+  unsigned workers = 0;        ///< thread blocks (host: thread teams) to use; 0: chosen by size
   std::chrono::nanoseconds timeout{0};
+  /// SM budget: the most thread blocks the call may occupy (-1: no limit). 0: the copy engine
+  /// alone moves the data, for the collectives that allow it (all_gather and broadcast into a
+  /// registered recv buffer, with team_config.staging): one warp posts the copies and waits.
+  int max_ctas = -1;
+};
+
+/// What a call will use, known before it is made (communicator::plan).
+struct call_plan {
+  std::uint8_t algorithm = 0; ///< algo::*::id (the resolved choice)
+  std::uint8_t backend = 0;   ///< dma backend id (0 for the copy-engine-only path)
+  unsigned ctas = 0;          ///< thread blocks occupied (GPU) / thread teams (host)
+  unsigned threads = 0;       ///< threads per block
+  bool copy_engine_only = false;
+  std::size_t scratch_bytes = 0; ///< bytes of the symmetric region the call's channels occupy
 };
 
 /// Default tuning per platform. GPUs: a 512-thread block per worker; LL packets up to 1 MB,
@@ -62,12 +74,32 @@ team_config default_team() {
     c.max_depth = 4;
     c.slot_bytes = 64 << 10;
     c.ll_slot_bytes = 16 << 10;
-    c.staging = false; // no engine backend runs on GPUs yet
+    c.staging = false; // engine backends (proxy_engine, tma) need it: team_config.staging = true
   }
   return c;
 }
 
 namespace detail {
+/// What drains a rank's engine queues (dma::proxy_engine) on platform P.
+template <class P>
+struct engine_service {
+  struct none {};
+  using type = none;
+};
+template <>
+struct engine_service<platform::host> {
+  using type = dma::host_proxy;
+};
+#if defined(ARK_GPU_COMPILER)
+template <>
+struct engine_service<platform::gpu> {
+  using type = dma::gpu_proxy;
+};
+#endif
+
+/// The control block, then the engine queues: one host-visible allocation.
+inline constexpr std::size_t engine_offset = (sizeof(control_block) + 255) / 256 * 256;
+
 /// The work a communicator launches: one collective, run by every worker through device_comm.
 template <device P, collective K, class A, class B, class T, class Op>
 struct collective_work {
@@ -96,6 +128,17 @@ struct custom_work {
   }
 };
 
+/// The copy-engine-only path (collectives/copy_engine.hpp): one warp of worker 0 posts and waits.
+template <device P>
+struct copy_engine_work {
+  device_comm<P> comm;
+  copy_engine_call call;
+  template <class G>
+  ARK_HD void operator()(G& g, unsigned, unsigned) const {
+    copy_engine_step(comm.template make_context<dma::proxy_engine<4>>(g, 0, 1, call.desc), call);
+  }
+};
+
 /// A barrier of worker 0 of every rank (used when a communicator is torn down).
 template <device P>
 struct barrier_work {
@@ -117,6 +160,10 @@ public:
     int device = 0;                          ///< GPU ordinal of this rank (ignored on the host)
     void* scratch = nullptr;                 ///< optional user-provided symmetric region
     std::size_t scratch_size = 0;            ///< its size; at least required_scratch(world, team)
+    /// Priority of the communicator's own streams (its default stream and, on GPUs, the copy-engine
+    /// streams of proxy_engine): as cudaStreamCreateWithPriority, lower numbers run first; 0 is the
+    /// default. A call on a user stream runs at that stream's priority.
+    int stream_priority = 0;
   };
 
   /// Bytes of symmetric memory a rank needs for `world` ranks and this team configuration.
@@ -148,9 +195,10 @@ public:
     } else {
       region_ = P::allocate(team_.lay.total, cfg_.device);
     }
-    control_ = P::allocate_control(sizeof(control_block));
+    control_ = P::allocate_control(detail::engine_offset + team_.lay.engine_bytes());
     team_.ctl = static_cast<control_block*>(control_.device_ptr);
-    stream_ = P::create_stream(cfg_.device);
+    if (team_.lay.has_staging()) team_.engine = static_cast<std::byte*>(control_.device_ptr) + detail::engine_offset;
+    stream_ = P::create_stream(cfg_.device, cfg_.stream_priority);
 
     // Exchange where every region lives, and check that every rank configured the same layout.
     struct card {
@@ -170,8 +218,15 @@ public:
       team_.base[r] =
           r == rank ? region_.ptr : static_cast<std::byte*>(P::import_handle(c.handle, cfg_.device));
     }
-    if constexpr (std::is_same_v<P, platform::host>)
-      if (team_.lay.has_staging()) engine_.start(region_.ptr, team_.lay);
+    if (team_.lay.has_staging()) {
+      auto* engine_host = static_cast<std::byte*>(control_.host_ptr) + detail::engine_offset;
+      if constexpr (std::is_same_v<P, platform::host>)
+        engine_.start(engine_host, team_.lay);
+#if defined(ARK_GPU_COMPILER)
+      else if constexpr (std::is_same_v<P, platform::gpu>)
+        engine_.start(engine_host, team_.engine, control_host(), team_.lay, cfg_.device, cfg_.stream_priority);
+#endif
+    }
     boot_->barrier();
   }
 
@@ -181,7 +236,6 @@ public:
   /// Collective: waits (bounded) for every rank to arrive before freeing memory peers write into.
   /// If a peer never arrives, the region is leaked rather than freed under a late writer.
   ~communicator() {
-    if constexpr (std::is_same_v<P, platform::host>) engine_.stop();
     bool quiet = false;
     try {
       auto* c = control_host();
@@ -192,6 +246,7 @@ public:
       quiet = c->err.code == 0;
     } catch (...) {
     }
+    if constexpr (!std::is_empty_v<engine_type>) engine_.stop();
     for (int r = 0; r < team_.world; ++r)
       if (r != team_.rank) P::close_import(team_.base[r]);
     if (quiet && owns_region_) P::release(region_);
@@ -237,6 +292,9 @@ public:
     check_buffer("all_gather", "send buffer", in, count);
     check_buffer("all_gather", "recv buffer", out, count * world());
     check_overlap("all_gather", in, count, out, count * world(), in == out + rank() * count);
+    if (o.max_ctas == 0)
+      return run_copy_engine<collective::all_gather>("all_gather", in, out, count, count * world(),
+                                                     rank() * count, -1, in != out + rank() * count, o);
     run<collective::all_gather, A, B>("all_gather", in, out, count, 0, op::sum{}, o);
   }
 
@@ -248,6 +306,9 @@ public:
     if (rank() == root) check_buffer("broadcast", "send buffer", in, count);
     check_buffer("broadcast", "recv buffer", out, count);
     if (rank() == root) check_overlap("broadcast", in, count, out, count, in == out);
+    if (o.max_ctas == 0)
+      return run_copy_engine<collective::broadcast>("broadcast", in, out, count, count, 0, root,
+                                                    rank() == root && in != out, o);
     run<collective::broadcast, algo::direct, B>("broadcast", in, out, count, root, op::sum{}, o);
   }
 
@@ -306,9 +367,7 @@ public:
 
   /// The registered window containing [p, p + bytes); throws invalid_argument if there is none.
   const window_view& window(const void* p, std::size_t bytes = 1) const {
-    const auto* b = static_cast<const std::byte*>(p);
-    for (const auto& w : windows_)
-      if (b >= w->base[rank()] && b + bytes <= w->base[rank()] + w->bytes) return *w;
+    if (const window_view* w = find_window(p, bytes)) return *w;
     detail::throw_invalid("remote", "buffer " + pointer_name(p) + " (" + std::to_string(bytes) +
                                         " bytes) is not inside a buffer registered with this communicator");
   }
@@ -358,6 +417,55 @@ private:
     Boot boot;
   };
 
+public:
+  /// What collective K with algorithm A over backend B (either may be automatic) on `count`
+  /// elements of T per rank will use: thread blocks, threads, the symmetric scratch its channels
+  /// occupy, whether only the copy engine moves data. Throws invalid_argument for options the
+  /// call would reject.
+  template <collective K, class A = algo::automatic, class B = dma::automatic, element T>
+  call_plan plan(std::size_t count, const call_options<P>& o = {}) const {
+    const char* call = to_string(K);
+    const std::size_t bytes = count * sizeof(T);
+    const choice c = select(K, bytes, world(), cfg_.tuning);
+    call_plan p;
+    if (o.max_ctas < -1) detail::throw_invalid(call, "max_ctas must be -1 (no limit), 0 or positive");
+    if (o.max_ctas == 0) {
+      if (K != collective::all_gather && K != collective::broadcast)
+        detail::throw_invalid(call, "max_ctas = 0 (copy engine only) is for all_gather and broadcast; this "
+                                    "collective reduces on the SMs: give it at least one block");
+      if (!team_.lay.has_staging())
+        detail::throw_invalid(call, "max_ctas = 0 needs the copy engine's queues (team_config.staging = true)");
+      p.algorithm = algo::direct::id;
+      p.ctas = 1;
+      p.threads = cfg_.tuning.threads < 32 ? cfg_.tuning.threads : 32;
+      p.copy_engine_only = true;
+      p.scratch_bytes = static_cast<std::size_t>(team_.world) * (3 * layout::flag_stride + sizeof(slot_header));
+      return p;
+    }
+    p.algorithm = std::is_same_v<A, algo::automatic> ? c.algorithm : A::id;
+    bool ll = c.ll, engine = false;
+    if constexpr (!std::is_same_v<B, dma::automatic>) {
+      ll = B::ll, engine = !B::direct;
+      p.backend = B::id;
+    } else {
+      p.backend = ll ? dma::ll_packet<1>::id : dma::thread_copy<1>::id;
+    }
+    unsigned workers = o.workers ? o.workers : select_workers(bytes, team_.lay.workers, cfg_.tuning, ll);
+    if (o.max_ctas > 0 && workers > static_cast<unsigned>(o.max_ctas)) workers = static_cast<unsigned>(o.max_ctas);
+    if (workers > team_.lay.workers)
+      detail::throw_invalid(call, "workers " + std::to_string(workers) + " exceeds team_config.workers " +
+                                      std::to_string(team_.lay.workers));
+    p.ctas = workers;
+    p.threads = cfg_.tuning.threads;
+    const layout& l = team_.lay;
+    p.scratch_bytes = static_cast<std::size_t>(workers) * l.world *
+                      (3 * layout::flag_stride +
+                       l.slots * (sizeof(slot_header) + (ll ? l.ll_slot_stride : l.slot_bytes) +
+                                  (engine ? l.slot_bytes : 0)));
+    return p;
+  }
+
+private:
   template <collective K, class A, class B, class T, class Op>
   void run(const char* call, const T* in, T* out, std::size_t count, int root, const Op& op,
            const call_options<P>& o) {
@@ -365,17 +473,7 @@ private:
                   "ark: Op is not a reduction operator for T (see ark/concepts/reduce_op.hpp)");
     check_usable(call);
     const std::size_t bytes = count * sizeof(T);
-    bool ll;
-    if constexpr (std::is_same_v<B, dma::automatic>)
-      ll = select(K, bytes, world(), cfg_.tuning).ll;
-    else
-      ll = B::ll;
-    const unsigned workers =
-        o.workers ? o.workers : select_workers(bytes, team_.lay.workers, cfg_.tuning, ll);
-    if (workers > team_.lay.workers)
-      detail::throw_invalid(call, "workers " + std::to_string(workers) + " exceeds team_config.workers " +
-                                      std::to_string(team_.lay.workers));
-    const launch_shape shape{workers, cfg_.tuning.threads};
+    const launch_shape shape{plan<K, A, B, T>(count, o).ctas, cfg_.tuning.threads};
     const device_comm<P> handle = with_timeout(o);
     // resolve an automatic choice here: each launch then runs the one algorithm it needs
     ark::with_choice<K, A, B>(select(K, bytes, world(), cfg_.tuning), [&](auto a, auto b) {
@@ -387,6 +485,41 @@ private:
       return true;
     });
     after_launch(call);
+  }
+
+  /// The copy-engine-only all_gather / broadcast (max_ctas = 0): `out` (out_count elements) must
+  /// lie in a registered buffer; our `count` elements land at element `offset` of every receiver's.
+  template <collective K, class T>
+  void run_copy_engine(const char* call, const T* in, T* out, std::size_t count, std::size_t out_count,
+                       std::size_t offset, int root, bool local_copy, const call_options<P>& o) {
+    check_usable(call);
+    const call_plan p = plan<K, algo::direct, dma::automatic, T>(count, o);
+    const window_view* w = find_window(out, out_count * sizeof(T));
+    if (count && !w)
+      detail::throw_invalid(call, "max_ctas = 0 (copy engine only) writes straight into the peers' recv "
+                                  "buffers: register the recv buffer first (register_buffer)");
+    detail::copy_engine_call c{};
+    if (w) {
+      c.out = *w;
+      const std::size_t shift = reinterpret_cast<const std::byte*>(out) - w->base[rank()];
+      for (int r = 0; r < world(); ++r) c.out.base[r] += shift;
+    }
+    c.src = reinterpret_cast<const std::byte*>(in);
+    c.block = count * sizeof(T);
+    c.offset = offset * sizeof(T);
+    c.root = root;
+    c.local_copy = local_copy;
+    c.desc = call_desc::make(K, algo::direct::id, static_cast<std::uint8_t>(dtype_of<T>), op_id<op::sum>, 0, 1,
+                             root < 0 ? 0 : root, count);
+    P::launch(stream_of(o), launch_shape{p.ctas, p.threads}, detail::copy_engine_work<P>{with_timeout(o), c});
+    after_launch(call);
+  }
+
+  const window_view* find_window(const void* p, std::size_t bytes) const {
+    const auto* b = static_cast<const std::byte*>(p);
+    for (const auto& w : windows_)
+      if (b >= w->base[rank()] && b + bytes <= w->base[rank()] + w->bytes) return w.get();
+    return nullptr;
   }
 
   template <class B>
@@ -470,8 +603,8 @@ private:
   typename P::stream stream_{};
   std::vector<std::unique_ptr<window_view>> windows_;
   bool aborted_ = false;
-  [[no_unique_address]] std::conditional_t<std::is_same_v<P, platform::host>, dma::host_engine_service, char>
-      engine_;
+  using engine_type = typename detail::engine_service<P>::type;
+  [[no_unique_address]] engine_type engine_;
 };
 
 } // namespace ark

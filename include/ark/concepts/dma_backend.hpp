@@ -25,7 +25,7 @@
 //        whose store(i, v) and load(ctx, i, v) move vec<vec_bytes> number i of the step's payload.
 //
 // Models: dma::thread_copy (threads store 16-byte vectors into peer memory), dma::ll_packet (data
-// and flag in one store; the receiver polls the data itself), dma::host_engine (a thread per rank
+// and flag in one store; the receiver polls the data itself), dma::proxy_engine (a thread per rank
 // drains a request queue: the software model of a GPU-driven DMA engine).
 #pragma once
 

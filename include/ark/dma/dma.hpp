@@ -2,9 +2,10 @@
 #pragma once
 
 #include "ark/concepts/dma_backend.hpp"
-#include "ark/dma/host_engine.hpp"
+#include "ark/dma/proxy_engine.hpp"
 #include "ark/dma/ll_packet.hpp"
 #include "ark/dma/thread_copy.hpp"
+#include "ark/dma/tma.hpp"
 
 namespace ark {
 
@@ -20,6 +21,6 @@ struct automatic {
 } // namespace dma
 
 static_assert(dma_backend<dma::thread_copy<1>> && dma_backend<dma::ll_packet<8>> &&
-              dma_backend<dma::host_engine<2>>);
+              dma_backend<dma::proxy_engine<2>> && dma_backend<dma::tma<4>>);
 
 } // namespace ark

@@ -242,10 +242,19 @@ struct gpu {
   }
 
   // 6. execution -------------------------------------------------------------------------------
-  static stream create_stream(int device) {
+  /// A non-blocking stream; `priority` as cudaStreamCreateWithPriority (lower runs first), clamped
+  /// to the device's range.
+  static stream create_stream(int device, int priority = 0) {
     detail::rt::check(detail::rt::set_device(device), "set device");
     stream s{};
-    detail::rt::check(detail::rt::stream_create(&s), "create stream");
+    if (priority == 0) {
+      detail::rt::check(detail::rt::stream_create(&s), "create stream");
+    } else {
+      int least = 0, greatest = 0;
+      detail::rt::check(detail::rt::stream_priority_range(&least, &greatest), "query stream priorities");
+      priority = priority < greatest ? greatest : priority > least ? least : priority;
+      detail::rt::check(detail::rt::stream_create_priority(&s, priority), "create stream");
+    }
     return s;
   }
   static void destroy_stream(stream s) { (void)detail::rt::stream_destroy(s); }

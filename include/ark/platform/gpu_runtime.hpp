@@ -5,6 +5,8 @@
 #include "ark/config.hpp"
 #include "ark/core/error.hpp"
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
 
 #if defined(ARK_COMPILER_CUDA)
@@ -43,6 +45,32 @@ inline error_t host_alloc_mapped(void** p, std::size_t n) {
 inline error_t host_device_pointer(void** d, void* h) { return cudaHostGetDevicePointer(d, h, 0); }
 inline error_t free_host(void* p) { return cudaFreeHost(p); }
 inline error_t stream_create(stream_t* s) { return cudaStreamCreateWithFlags(s, cudaStreamNonBlocking); }
+inline error_t stream_create_priority(stream_t* s, int priority) {
+  return cudaStreamCreateWithPriority(s, cudaStreamNonBlocking, priority);
+}
+inline error_t stream_priority_range(int* least, int* greatest) {
+  return cudaDeviceGetStreamPriorityRange(least, greatest);
+}
+inline error_t memcpy_async(void* d, const void* s, std::size_t n, stream_t st) {
+  return cudaMemcpyAsync(d, s, n, cudaMemcpyDefault, st);
+}
+/// Stream-ordered 8-byte store, after a memory barrier over the stream's earlier work (through
+/// the driver entry point, like allocation_base). `p` is a device address (or a mapped host one).
+inline error_t stream_write_value(stream_t st, std::uint64_t* p, std::uint64_t v) {
+  static void* fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult status{};
+    if (cudaGetDriverEntryPointByVersion("cuStreamWriteValue64", &f, 12000, cudaEnableDefault, &status) !=
+            cudaSuccess ||
+        status != cudaDriverEntryPointSuccess)
+      return static_cast<void*>(nullptr);
+    return f;
+  }();
+  if (!fn) return cudaErrorNotSupported;
+  const CUresult r = reinterpret_cast<PFN_cuStreamWriteValue64_v11070>(fn)(
+      reinterpret_cast<CUstream>(st), reinterpret_cast<CUdeviceptr>(p), v, 0);
+  return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+}
 inline error_t stream_destroy(stream_t s) { return cudaStreamDestroy(s); }
 inline error_t stream_synchronize(stream_t s) { return cudaStreamSynchronize(s); }
 inline error_t stream_device(stream_t s, int* d) { return cudaStreamGetDevice(s, d); }
@@ -130,6 +158,19 @@ inline error_t host_alloc_mapped(void** p, std::size_t n) {
 inline error_t host_device_pointer(void** d, void* h) { return hipHostGetDevicePointer(d, h, 0); }
 inline error_t free_host(void* p) { return hipHostFree(p); }
 inline error_t stream_create(stream_t* s) { return hipStreamCreateWithFlags(s, hipStreamNonBlocking); }
+inline error_t stream_create_priority(stream_t* s, int priority) {
+  return hipStreamCreateWithPriority(s, hipStreamNonBlocking, priority);
+}
+inline error_t stream_priority_range(int* least, int* greatest) {
+  return hipDeviceGetStreamPriorityRange(least, greatest);
+}
+inline error_t memcpy_async(void* d, const void* s, std::size_t n, stream_t st) {
+  return hipMemcpyAsync(d, s, n, hipMemcpyDefault, st);
+}
+/// Stream-ordered 8-byte store after the stream's earlier work.
+inline error_t stream_write_value(stream_t st, std::uint64_t* p, std::uint64_t v) {
+  return hipStreamWriteValue64(st, p, v, 0);
+}
 inline error_t stream_destroy(stream_t s) { return hipStreamDestroy(s); }
 inline error_t stream_synchronize(stream_t s) { return hipStreamSynchronize(s); }
 inline error_t stream_device(stream_t s, int* d) {

@@ -277,7 +277,7 @@ struct host {
   static void copy(void* dst, const void* src, std::size_t bytes) { std::memcpy(dst, src, bytes); }
 
   // 6. execution -------------------------------------------------------------------------------
-  static stream create_stream(int /*device*/) { return new host_stream(); }
+  static stream create_stream(int /*device*/, int /*priority*/ = 0) { return new host_stream(); }
   static void destroy_stream(stream s) { delete s; }
   static void synchronize(stream) {} // launches are synchronous
   template <class F>

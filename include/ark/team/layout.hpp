@@ -14,7 +14,9 @@
 //   data[w][src][slot]  slot_bytes of payload, simple protocol
 //   ll[w][src][slot]    LL packets: 2 header packets + 16 bytes per 8 data bytes
 //   stage[w][dst][slot] local staging of what an engine backend sends to dst
-//   queue[w]            request queue of the host DMA engine
+//
+// The request queues of an engine backend (queue[w], one per worker) are not in the symmetric
+// region but in the rank's control memory, which its host reads: on GPUs a CPU proxy drains them.
 //
 // Flags sit 64 bytes apart so that host threads do not false-share them.
 #pragma once
@@ -51,7 +53,7 @@ struct worker_state {
   std::uint64_t bar_epoch; ///< barriers passed
 };
 
-/// One request in the host DMA engine's queue.
+/// One request in an engine backend's queue.
 struct engine_request {
   std::uint64_t dst; // destination address (0: none)
   std::uint64_t src; // source address
@@ -80,10 +82,10 @@ struct layout {
   static constexpr std::uint64_t flag_stride = 64;
   static constexpr std::uint64_t ll_header_bytes = 32; // two packets carry the 16-byte call description
 
-  std::uint32_t world = 0, workers = 0, slots = 0, queue_capacity = 0;
+  std::uint32_t world = 0, workers = 0, slots = 0, queue_capacity = 0, staging = 0;
   std::uint64_t slot_bytes = 0, ll_slot_bytes = 0, ll_slot_stride = 0;
   std::uint64_t head_off = 0, ack_off = 0, bar_off = 0, state_off = 0, hdr_off = 0, data_off = 0, ll_off = 0,
-                stage_off = 0, queue_off = 0, total = 0;
+                stage_off = 0, total = 0;
 
   ARK_HD std::uint64_t* head(std::byte* base, unsigned w, int src) const {
     return flag(base, head_off, w, src);
@@ -111,14 +113,18 @@ struct layout {
   ARK_HD std::byte* stage(std::byte* base, unsigned w, int dst, std::uint64_t step) const {
     return base + stage_off + (chan(w, dst) * slots + step % slots) * slot_bytes;
   }
-  ARK_HD engine_queue* queue(std::byte* base, unsigned w) const {
-    return reinterpret_cast<engine_queue*>(
-        base + queue_off + w * (sizeof(engine_queue) + queue_capacity * sizeof(engine_request)));
+  /// Worker w's engine queue in a rank's engine memory (engine_bytes() of it).
+  ARK_HD engine_queue* queue(std::byte* engine, unsigned w) const {
+    return reinterpret_cast<engine_queue*>(engine +
+                                           w * (sizeof(engine_queue) + queue_capacity * sizeof(engine_request)));
   }
-  ARK_HD engine_request* requests(std::byte* base, unsigned w) const {
-    return reinterpret_cast<engine_request*>(queue(base, w) + 1);
+  ARK_HD engine_request* requests(std::byte* engine, unsigned w) const {
+    return reinterpret_cast<engine_request*>(queue(engine, w) + 1);
   }
-  ARK_HD bool has_staging() const { return queue_off > stage_off; }
+  ARK_HD std::uint64_t engine_bytes() const {
+    return staging ? workers * (sizeof(engine_queue) + queue_capacity * sizeof(engine_request)) : 0;
+  }
+  ARK_HD bool has_staging() const { return staging != 0; }
   ARK_HD unsigned max_depth() const { return slots - 1; }
 
 private:
@@ -163,11 +169,8 @@ inline layout make_layout(int world, const team_config& c) {
   l.data_off = off, off += chans * l.slots * c.slot_bytes;
   l.ll_off = off, off += chans * l.slots * l.ll_slot_stride;
   l.stage_off = off;
+  l.staging = c.staging ? 1 : 0;
   if (c.staging) off += chans * l.slots * c.slot_bytes;
-  l.queue_off = off;
-  if (c.staging)
-    off +=
-        detail::align_up(c.workers * (sizeof(engine_queue) + l.queue_capacity * sizeof(engine_request)), 256);
   l.total = off;
   return l;
 }

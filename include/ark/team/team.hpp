@@ -14,6 +14,7 @@ struct team_view {
   int world = 0;
   std::uint64_t timeout_ns = 0; ///< a wait that makes no progress this long fails
   control_block* ctl = nullptr; ///< this rank's control block (device-visible address)
+  std::byte* engine = nullptr;  ///< this rank's engine queues (host-visible, device address)
   layout lay;
   std::byte* base[max_world] = {}; ///< rank r's region, mapped into this rank's address space
 

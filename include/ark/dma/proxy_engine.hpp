@@ -1,11 +1,15 @@
-// ark/dma/host_engine.hpp: the software model of ARK's GPU-controlled DMA engine.
+// ark/dma/proxy_engine.hpp: ARK's GPU-controlled DMA engine, driven through a request queue.
 //
 // The threads of a worker never move payload themselves: thread 0 posts requests (copy these
-// bytes there, then raise that flag) into a fixed-size queue in the rank's region and returns at
-// once; an engine thread of the rank drains every worker's queue in order. Completion reaches the
-// receiver through the flag the engine raises after the copy, and reaches the sender through the
+// bytes there, then raise that flag) into a fixed-size queue in the rank's control memory and
+// returns at once; a proxy thread of the rank drains every worker's queue in order. Completion
+// reaches the receiver through the flag raised after the copy, and reaches the sender through the
 // queue's `completed` counter. At most Depth requests of a worker are in flight: a post waits
 // (bounded) for the engine to catch up.
+//
+// Who drains the queues depends on the platform: on the host, `host_proxy` copies with memcpy
+// (the software model and our test substrate); on GPUs, `gpu_proxy` (dma/gpu_proxy.hpp) issues
+// the copies to the GPU's copy engines, so the SMs only post requests.
 #pragma once
 
 #include "ark/dma/simple_channel.hpp"
@@ -18,7 +22,7 @@
 namespace ark::dma {
 
 template <unsigned Depth>
-struct host_engine : simple_channel<host_engine<Depth>> {
+struct proxy_engine : simple_channel<proxy_engine<Depth>> {
   static_assert(Depth >= 1, "pipeline depth must be at least 1");
   using dma_concept = backend_tag;
   static constexpr unsigned depth = Depth;
@@ -31,11 +35,11 @@ struct host_engine : simple_channel<host_engine<Depth>> {
   ARK_HD static bool post(const Ctx& ctx, void* dst, const void* src, std::size_t bytes, std::uint64_t* flag,
                           std::uint64_t value) {
     using P = typename Ctx::platform;
-    engine_queue* q = ctx.lay().queue(ctx.local(), ctx.worker);
+    engine_queue* q = ctx.lay().queue(ctx.team.engine, ctx.worker);
     const std::uint64_t n = P::load_relaxed(&q->posted);
     if (n + 1 > Depth && !ctx.wait_geq(&q->completed, n + 1 - Depth, wait_kind::engine, ctx.rank()))
       return false;
-    engine_request& r = ctx.lay().requests(ctx.local(), ctx.worker)[n % ctx.lay().queue_capacity];
+    engine_request& r = ctx.lay().requests(ctx.team.engine, ctx.worker)[n % ctx.lay().queue_capacity];
     r.dst = reinterpret_cast<std::uint64_t>(dst);
     r.src = reinterpret_cast<std::uint64_t>(src);
     r.bytes = bytes;
@@ -68,25 +72,26 @@ struct host_engine : simple_channel<host_engine<Depth>> {
     using P = typename Ctx::platform;
     bool ok = true;
     if (ctx.g.thread_rank() == 0) {
-      engine_queue* q = ctx.lay().queue(ctx.local(), ctx.worker);
+      engine_queue* q = ctx.lay().queue(ctx.team.engine, ctx.worker);
       ok = ctx.wait_geq(&q->completed, P::load_relaxed(&q->posted), wait_kind::engine, ctx.rank());
     }
     return !ctx.g.sync_any(!ok);
   }
 };
 
-/// The engine of one host rank: a thread draining the request queues of all its workers.
-class host_engine_service {
+/// The engine of one host rank: a thread draining the request queues of all its workers with memcpy.
+class host_proxy {
 public:
-  host_engine_service() = default;
-  host_engine_service(const host_engine_service&) = delete;
-  host_engine_service& operator=(const host_engine_service&) = delete;
-  ~host_engine_service() { stop(); }
+  host_proxy() = default;
+  host_proxy(const host_proxy&) = delete;
+  host_proxy& operator=(const host_proxy&) = delete;
+  ~host_proxy() { stop(); }
 
-  void start(std::byte* region, const layout& lay) {
+  /// `engine`: the rank's engine memory (layout::engine_bytes()).
+  void start(std::byte* engine, const layout& lay) {
     stop();
     stop_.store(false);
-    thread_ = std::thread([this, region, lay] { run(region, lay); });
+    thread_ = std::thread([this, engine, lay] { run(engine, lay); });
   }
 
   void stop() {
@@ -100,16 +105,16 @@ public:
 private:
   using P = platform::host;
 
-  void run(std::byte* region, layout lay) {
+  void run(std::byte* engine, layout lay) {
     unsigned idle = 0;
     while (!stop_.load(std::memory_order_relaxed)) {
       bool worked = false;
       for (unsigned w = 0; w < lay.workers; ++w) {
-        engine_queue* q = lay.queue(region, w);
+        engine_queue* q = lay.queue(engine, w);
         std::uint64_t done = P::load_relaxed(&q->completed);
         const std::uint64_t posted = P::load_acquire(&q->posted);
         for (; done < posted; ++done) {
-          const engine_request& r = lay.requests(region, w)[done % lay.queue_capacity];
+          const engine_request& r = lay.requests(engine, w)[done % lay.queue_capacity];
           if (r.dst && r.bytes)
             std::memcpy(reinterpret_cast<void*>(r.dst), reinterpret_cast<const void*>(r.src), r.bytes);
           if (r.flag) P::store_release(reinterpret_cast<std::uint64_t*>(r.flag), r.value);

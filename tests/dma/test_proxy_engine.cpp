@@ -12,6 +12,7 @@ namespace {
 struct solo_team {
   ark::layout lay;
   host::memory region;
+  std::vector<std::byte> engine;
   ark::control_block ctl{};
   ark::team_view view{};
   explicit solo_team(std::chrono::milliseconds timeout) {
@@ -22,20 +23,22 @@ struct solo_team {
     tc.ll_slot_bytes = 256;
     lay = ark::make_layout(1, tc);
     region = host::allocate(lay.total, 0);
+    engine.resize(lay.engine_bytes());
     view.rank = 0;
     view.world = 1;
     view.timeout_ns = static_cast<std::uint64_t>(std::chrono::nanoseconds(timeout).count());
     view.ctl = &ctl;
     view.lay = lay;
     view.base[0] = region.ptr;
+    view.engine = engine.data();
   }
   ~solo_team() { host::release(region); }
 };
 
 } // namespace
 
-TEST_CASE("host_engine: posts return at once, at most Depth are in flight, completion raises the flag") {
-  using engine = ark::dma::host_engine<4>;
+TEST_CASE("proxy_engine: posts return at once, at most Depth are in flight, completion raises the flag") {
+  using engine = ark::dma::proxy_engine<4>;
   solo_team t(std::chrono::milliseconds(100));
   ark::single_thread_scope g;
   const ark::context<host, engine, ark::single_thread_scope> ctx(g, t.view, 0, 1, ark::call_desc{});
@@ -47,7 +50,7 @@ TEST_CASE("host_engine: posts return at once, at most Depth are in flight, compl
   for (int k = 0; k < 4; ++k) REQUIRE(engine::post(ctx, dst[k].data(), src[k].data(), 1024, &flag, k + 1u));
   CHECK(flag == 0);
   CHECK(dst[0][0] == -1);
-  CHECK(t.lay.queue(t.region.ptr, 0)->completed == 0);
+  CHECK(t.lay.queue(t.engine.data(), 0)->completed == 0);
   // a fifth would exceed Depth: it waits for the engine, and times out within the bound
   const auto t0 = std::chrono::steady_clock::now();
   CHECK_FALSE(engine::post(ctx, dst[4].data(), src[4].data(), 1024, &flag, 5));
@@ -58,8 +61,8 @@ TEST_CASE("host_engine: posts return at once, at most Depth are in flight, compl
   CHECK(t.ctl.err.what == static_cast<std::uint32_t>(ark::wait_kind::engine));
   t.ctl.err = {};
   // the engine drains the queue in order and raises the flag after each copy
-  ark::dma::host_engine_service service;
-  service.start(t.region.ptr, t.lay);
+  ark::dma::host_proxy service;
+  service.start(t.engine.data(), t.lay);
   REQUIRE(ctx.wait_geq(&flag, 4, ark::wait_kind::flag, 0));
   for (int k = 0; k < 4; ++k) CHECK(dst[k] == src[k]);
   CHECK(dst[4][0] == -1);
@@ -71,17 +74,17 @@ TEST_CASE("host_engine: posts return at once, at most Depth are in flight, compl
   service.stop();
 }
 
-TEST_CASE_TEMPLATE("host_engine: all_reduce, every algorithm, depth, dtype, world and size", T, float, double,
+TEST_CASE_TEMPLATE("proxy_engine: all_reduce, every algorithm, depth, dtype, world and size", T, float, double,
                    ark::fp16, ark::bf16, std::int32_t, std::int64_t, std::uint8_t) {
   run_matrix<ark::collective::all_reduce, T>(
       type_list<ark::algo::one_shot, ark::algo::two_shot, ark::algo::ring>{},
-      all_depths<ark::dma::host_engine>{}, type_list<ark::op::sum>{});
+      all_depths<ark::dma::proxy_engine>{}, type_list<ark::op::sum>{});
 }
 
-TEST_CASE("host_engine: every op, and every other collective") {
-  using engine_depths = all_depths<ark::dma::host_engine>;
+TEST_CASE("proxy_engine: every op, and every other collective") {
+  using engine_depths = all_depths<ark::dma::proxy_engine>;
   run_matrix<ark::collective::all_reduce, double>(type_list<ark::algo::two_shot>{},
-                                                  type_list<ark::dma::host_engine<3>>{}, all_ops{});
+                                                  type_list<ark::dma::proxy_engine<3>>{}, all_ops{});
   run_matrix<ark::collective::reduce_scatter, float>(type_list<ark::algo::direct, ark::algo::ring>{},
                                                      engine_depths{}, type_list<ark::op::min>{});
   run_matrix<ark::collective::all_gather, std::int64_t>(type_list<ark::algo::direct, ark::algo::ring>{},

@@ -1,0 +1,194 @@
+// DMA engines on GPUs against the host reference: the copy engine driven by GPU threads through
+// the CPU proxy (dma::proxy_engine) and the TMA bulk-copy unit (dma::tma, sm_90): every
+// all-reduce algorithm x depth 1/2/4/8, the other collectives, odd sizes, in place; the
+// copy-engine-only all_gather / broadcast (max_ctas = 0); an SM budget; a peer that never joins.
+#include "gpu_support.hpp"
+
+#include <random>
+
+using namespace ark_test;
+
+namespace {
+
+using all_reduce_algos = type_list<ark::algo::one_shot, ark::algo::two_shot, ark::algo::ring>;
+using sum_only = type_list<ark::op::sum>;
+
+gpu_comm::config engine_config() {
+  gpu_comm::config c = gpu_small_config();
+  c.team.staging = true;
+  return c;
+}
+
+template <ark::collective K, class T, class Algos, class Backends, class Ops>
+void engine_matrix(Algos a, Backends b, Ops o) {
+  run_matrix<K, T, gpu>(a, b, o, engine_config(), gpu_worlds(), gpu_sizes());
+}
+
+std::vector<std::int32_t> pattern(std::size_t n, int rank, int call) {
+  std::vector<std::int32_t> v(n);
+  std::mt19937 g(static_cast<unsigned>(rank * 7919 + call));
+  for (auto& x : v) x = static_cast<std::int32_t>(g());
+  return v;
+}
+
+/// A rank's peer never calls: the caller's wait ends in a timeout error within the bound.
+template <class B>
+void lonely_call() {
+  using namespace std::chrono_literals;
+  basic_world<gpu> w(gpu_count(), engine_config());
+  std::chrono::milliseconds took{};
+  const auto errs = w.try_run([&](gpu_comm& c, int rank) {
+    if (rank != 0) return;
+    platform_buffer<gpu> d(1 << 20, rank);
+    ark::call_options<gpu> o;
+    o.timeout = 400ms;
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      c.all_reduce<ark::algo::one_shot, B>(d.as<float>(), d.as<float>(), 1 << 18, ark::op::sum{}, o);
+      c.synchronize();
+    } catch (const ark::timeout_error&) {
+      took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+      throw;
+    }
+  });
+  REQUIRE(errs[0]);
+  CHECK_THROWS_AS(std::rethrow_exception(errs[0]), ark::timeout_error);
+  CHECK(took >= 400ms);
+  CHECK(took < 3000ms);
+}
+
+} // namespace
+
+TEST_CASE("gpu proxy_engine (copy engine via CPU proxy): every all-reduce algorithm and depth") {
+  ARK_REQUIRE_GPUS(1);
+  engine_matrix<ark::collective::all_reduce, float>(all_reduce_algos{}, all_depths<ark::dma::proxy_engine>{},
+                                                    sum_only{});
+}
+
+TEST_CASE("gpu proxy_engine: the other collectives, ops and dtypes") {
+  ARK_REQUIRE_GPUS(1);
+  engine_matrix<ark::collective::all_reduce, ark::bf16>(type_list<ark::algo::two_shot>{},
+                                                        type_list<ark::dma::proxy_engine<2>>{}, all_ops{});
+  engine_matrix<ark::collective::reduce_scatter, float>(type_list<ark::algo::direct, ark::algo::ring>{},
+                                                        type_list<ark::dma::proxy_engine<4>>{}, sum_only{});
+  engine_matrix<ark::collective::all_gather, std::int64_t>(type_list<ark::algo::direct, ark::algo::ring>{},
+                                                           type_list<ark::dma::proxy_engine<1>>{}, sum_only{});
+  engine_matrix<ark::collective::broadcast, double>(type_list<ark::algo::direct>{},
+                                                    type_list<ark::dma::proxy_engine<8>>{}, sum_only{});
+  engine_matrix<ark::collective::reduce, std::int32_t>(type_list<ark::algo::direct>{},
+                                                       type_list<ark::dma::proxy_engine<2>>{},
+                                                       type_list<ark::op::max>{});
+}
+
+#if !defined(ARK_HIP_COMPILE_CHECK) // TMA is NVIDIA sm_90 only: a compile-time error elsewhere
+TEST_CASE("gpu tma: every all-reduce algorithm and depth") {
+  ARK_REQUIRE_GPUS(1);
+  engine_matrix<ark::collective::all_reduce, float>(all_reduce_algos{}, all_depths<ark::dma::tma>{}, sum_only{});
+}
+
+TEST_CASE("gpu tma: the other collectives, ops and dtypes") {
+  ARK_REQUIRE_GPUS(1);
+  engine_matrix<ark::collective::all_reduce, ark::fp16>(type_list<ark::algo::one_shot>{},
+                                                        type_list<ark::dma::tma<2>>{}, all_ops{});
+  engine_matrix<ark::collective::reduce_scatter, float>(type_list<ark::algo::direct, ark::algo::ring>{},
+                                                        type_list<ark::dma::tma<4>>{}, sum_only{});
+  engine_matrix<ark::collective::all_gather, std::uint8_t>(type_list<ark::algo::direct, ark::algo::ring>{},
+                                                           type_list<ark::dma::tma<8>>{}, sum_only{});
+  engine_matrix<ark::collective::broadcast, double>(type_list<ark::algo::direct>{}, type_list<ark::dma::tma<1>>{},
+                                                    sum_only{});
+}
+
+TEST_CASE("gpu tma: a peer that never joins is a timeout") {
+  ARK_REQUIRE_GPUS(2);
+  lonely_call<ark::dma::tma<4>>();
+}
+#endif
+
+TEST_CASE("gpu proxy_engine: a peer that never joins is a timeout") {
+  ARK_REQUIRE_GPUS(2);
+  lonely_call<ark::dma::proxy_engine<4>>();
+}
+
+TEST_CASE("gpu copy engine only (max_ctas = 0): all_gather and broadcast into registered buffers") {
+  ARK_REQUIRE_GPUS(1);
+  for (int world : gpu_worlds()) {
+    CAPTURE(world);
+    basic_world<gpu> w(world, engine_config());
+    std::vector<std::size_t> bad(world, 0);
+    w.run([&](gpu_comm& c, int rank) {
+      const std::size_t max_n = (1 << 20) + 3;
+      platform_buffer<gpu> out(max_n * world * 4, rank), bin(max_n * 4, rank), src(max_n * 4, rank);
+      c.register_buffer(out.mem.ptr, max_n * world * 4);
+      c.register_buffer(bin.mem.ptr, max_n * 4);
+      ark::call_options<gpu> ce;
+      ce.max_ctas = 0;
+      int call = 0;
+      for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{1023}, max_n}) {
+        for (bool in_place : {false, true}) {
+          ++call;
+          std::vector<std::int32_t> host(max_n * world, -1);
+          gpu::copy(out.mem.ptr, host.data(), host.size() * 4);
+          const auto mine = pattern(n, rank, call);
+          auto* o = out.as<std::int32_t>();
+          if (in_place) gpu::copy(o + rank * n, mine.data(), n * 4);
+          else gpu::copy(src.mem.ptr, mine.data(), n * 4);
+          for (int rep = 0; rep < 2; ++rep) // repeated: the second call must find the channels ready
+            c.all_gather(in_place ? o + rank * n : src.as<std::int32_t>(), o, n, ce);
+          c.synchronize();
+          gpu::copy(host.data(), out.mem.ptr, host.size() * 4);
+          for (int q = 0; q < world; ++q) {
+            const auto theirs = pattern(n, q, call);
+            for (std::size_t i = 0; i < n; ++i) bad[rank] += host[q * n + i] != theirs[i];
+          }
+          for (std::size_t i = n * world; i < host.size(); ++i) bad[rank] += host[i] != -1;
+          for (int root = 0; root < world; ++root) {
+            std::vector<std::int32_t> b(max_n, -1);
+            gpu::copy(bin.mem.ptr, b.data(), b.size() * 4);
+            const auto s = pattern(n, root, call + 100);
+            auto* bp = bin.as<std::int32_t>();
+            if (rank == root) gpu::copy(in_place ? bin.mem.ptr : src.mem.ptr, s.data(), n * 4);
+            c.broadcast(in_place && rank == root ? bp : src.as<std::int32_t>(), bp, n, root, ce);
+            c.synchronize();
+            gpu::copy(b.data(), bin.mem.ptr, b.size() * 4);
+            for (std::size_t i = 0; i < n; ++i) bad[rank] += b[i] != s[i];
+            for (std::size_t i = n; i < b.size(); ++i) bad[rank] += b[i] != -1;
+          }
+        }
+      }
+    });
+    for (int r = 0; r < world; ++r) CHECK(bad[r] == 0);
+  }
+}
+
+TEST_CASE("gpu SM budget: max_ctas caps the blocks of an engine all-reduce, results exact") {
+  ARK_REQUIRE_GPUS(1);
+  for (int world : gpu_worlds()) {
+    basic_world<gpu> w(world, engine_config());
+    std::vector<std::size_t> bad(world, 0);
+    w.run([&](gpu_comm& c, int rank) {
+      const std::size_t n = (1 << 20) + 5;
+      platform_buffer<gpu> d(n * 4, rank);
+      for (int budget : {1, 3}) {
+        ark::call_options<gpu> o;
+        o.max_ctas = budget;
+        CHECK(c.plan<ark::collective::all_reduce, ark::algo::two_shot, ark::dma::proxy_engine<4>, std::int32_t>(n, o)
+                  .ctas == static_cast<unsigned>(budget));
+        const auto v = pattern(n, rank, budget);
+        gpu::copy(d.mem.ptr, v.data(), n * 4);
+        c.all_reduce<ark::algo::two_shot, ark::dma::proxy_engine<4>>(d.as<std::int32_t>(), d.as<std::int32_t>(), n,
+                                                                    ark::op::sum{}, o);
+        c.synchronize();
+        std::vector<std::int32_t> got(n);
+        gpu::copy(got.data(), d.mem.ptr, n * 4);
+        std::vector<std::vector<std::int32_t>> all;
+        for (int r = 0; r < world; ++r) all.push_back(pattern(n, r, budget));
+        for (std::size_t i = 0; i < n; ++i) {
+          std::int32_t want = 0;
+          for (int r = 0; r < world; ++r) want += all[r][i];
+          bad[rank] += got[i] != want;
+        }
+      }
+    });
+    for (int r = 0; r < world; ++r) CHECK(bad[r] == 0);
+  }
+}

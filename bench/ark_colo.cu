@@ -11,7 +11,7 @@
 //            priority stream: makespan co-located over makespan back to back, per backend.
 // Prints tables and writes a CSV (part, variant, size, columns...). Plots: scripts/plot_colo.py.
 //
-//   ark_colo [--csv FILE] [--quick]
+//   ark_colo [--csv FILE] [--quick] [--parts stream,interf,colo]
 #include "ark/ark.hpp"
 
 #include <cublas_v2.h>
@@ -46,6 +46,12 @@ using comm_t = ark::communicator<gpu>;
   } while (0)
 
 bool quick = false;
+std::string parts = "stream,interf,colo";
+
+/// Progress on stderr (unbuffered), so that a run cut short still says where it was.
+void progress(int rank, const std::string& what) {
+  if (rank == 0) std::fprintf(stderr, "[ark_colo] %s\n", what.c_str());
+}
 
 /// Config of the SM and TMA variants: the default team with staging.
 comm_t::config sm_config(int rank) {
@@ -60,7 +66,7 @@ comm_t::config ce_config(int rank) {
   c.device = rank;
   c.team.workers = 32;
   c.team.max_depth = 4;
-  c.team.slot_bytes = 2 << 20;
+  c.team.slot_bytes = 4 << 20;
   c.team.staging = true;
   return c;
 }
@@ -70,27 +76,25 @@ comm_t::config ce_config(int rank) {
 /// round robin; a message longer than a slot takes several steps.
 template <class B>
 struct message_stream {
-  ark::device_comm<gpu> comm;
   const std::byte* src;
   std::size_t bytes;
   int count;
-  template <class G>
-  ARK_HD void operator()(G& g, unsigned w, unsigned nw) const {
-    const auto ctx = comm.template make_context<B>(
-        g, w, nw, ark::call_desc::make(ark::collective::custom, 9, 0, 0, B::id, nw, 0, bytes));
+  template <class Ctx>
+  ARK_HD bool operator()(const Ctx& ctx) const {
+    const unsigned w = ctx.worker, nw = ctx.workers;
     const std::size_t slot = B::ll ? ctx.lay().ll_slot_bytes : ctx.lay().slot_bytes;
     std::uint64_t step = ctx.round;
     for (int m = static_cast<int>(w); m < count; m += static_cast<int>(nw))
       for (std::size_t off = 0; off < bytes; off += slot, ++step) {
         const std::size_t n = bytes - off < slot ? bytes - off : slot;
         if (ctx.rank() == 0) {
-          if (!B::send(ctx, ark::dma::peers::only(1), step, src + off, n)) return;
+          if (!B::send(ctx, ark::dma::peers::only(1), step, src + off, n)) return false;
         } else if (ctx.rank() == 1) {
-          if (!B::open_recv(ctx, ark::dma::peers::only(0), step)) return;
+          if (!B::open_recv(ctx, ark::dma::peers::only(0), step)) return false;
           B::close_recv(ctx, ark::dma::peers::only(0), step);
         }
       }
-    ctx.finish(step - ctx.round);
+    return ctx.finish(step - ctx.round);
   }
 };
 
@@ -107,6 +111,7 @@ struct shared {
   std::shared_ptr<ark::in_process_group> g_sm, g_ce;
   std::vector<ncclComm_t> nccl;
   std::vector<row> rows;
+  int iters = 0; ///< a loop count every rank must agree on, decided by rank 0
   explicit shared(int w)
       : world(w), sync(w), g_sm(std::make_shared<ark::in_process_group>(w)),
         g_ce(std::make_shared<ark::in_process_group>(w)), nccl(w) {}
@@ -175,9 +180,9 @@ public:
   }
 
   void run_all() {
-    stream_part();
-    interference_part();
-    colocation_part();
+    if (parts.find("stream") != std::string::npos) stream_part();
+    if (parts.find("interf") != std::string::npos) interference_part();
+    if (parts.find("colo") != std::string::npos) colocation_part();
   }
 
 private:
@@ -190,9 +195,10 @@ private:
   // -- part 1 --
   template <class B>
   double stream_rate(comm_t& c, std::size_t bytes, unsigned workers) {
-    const std::size_t total = quick ? (64 << 20) : (256 << 20);
+    progress(rank_, "stream " + std::to_string(B::id) + " " + std::to_string(bytes) + " x" + std::to_string(workers));
+    const std::size_t total = (bytes <= (64 << 10) ? (32 << 20) : (256 << 20)) / (quick ? 4 : 1);
     const int count = static_cast<int>(std::max<std::size_t>(workers * 4, total / bytes));
-    message_stream<B> f{c.device_handle(), buf_.ptr, bytes, count};
+    message_stream<B> f{buf_.ptr, bytes, count};
     timer t;
     std::vector<double> us;
     for (int rep = 0; rep < 4; ++rep) {
@@ -211,7 +217,7 @@ private:
       std::printf("\n== stream: rank 0 -> rank 1, back-to-back messages (GB/s)\n%-22s %6s %10s\n", "backend",
                   "blocks", "msg_bytes");
     for (unsigned workers : {1u, 32u})
-      for (std::size_t bytes : {8u << 10, 64u << 10, 1u << 20, 4u << 20}) {
+      for (std::size_t bytes : {8u << 10, 64u << 10, 1u << 20, 4u << 20, 16u << 20}) {
         auto line = [&](const char* name, double gbs) {
           if (rank_ == 0) std::printf("%-22s %6u %10zu %8.1f\n", name, workers, bytes, gbs);
           record("stream", std::string(name) + "/" + std::to_string(workers), bytes, {gbs});
@@ -323,8 +329,13 @@ private:
                   "coll_ms", "coll_busbw", "gemm_ms", "gemm_slowdn%", "busbw_beside", "kept%");
     record("interf", "gemm_alone", 0, {gemm_alone});
     for (const variant& v : variants(bytes)) {
+      progress(rank_, "interf " + v.name);
       const double alone = coll_alone(v, bytes, quick ? 10 : 30);
-      const int iters = std::max(2, static_cast<int>(gemm_alone * gemms / alone * 1.05));
+      // every rank must make the same number of calls: rank 0 decides
+      if (rank_ == 0) s_.iters = std::max(2, static_cast<int>(gemm_alone * gemms / alone * 1.05));
+      s_.sync.arrive_and_wait();
+      const int iters = s_.iters;
+      s_.sync.arrive_and_wait();
       timer tc;
       s_.sync.arrive_and_wait();
       tg.start(gemm_);
@@ -354,6 +365,7 @@ private:
                   "ratio");
     for (const variant& v : variants(grad)) {
       if (v.name.find("all_reduce") == std::string::npos) continue;
+      progress(rank_, "colo " + v.name);
       auto train = [&] {
         for (int i = 0; i < train_iters; ++i) {
           gemm(coll_, 4096, 4096, 4096, c_.ptr);
@@ -364,7 +376,8 @@ private:
         for (int i = 0; i < infer_iters; ++i)
           for (int k = 0; k < 4; ++k) gemm(infer_, 256, 8192, 8192, c2_.ptr);
       };
-      train(); // warm up
+      train(); // warm up both loops
+      infer();
       sync_all();
       auto wall = [&](auto&& f) {
         s_.sync.arrive_and_wait();
@@ -399,9 +412,11 @@ private:
 } // namespace
 
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   std::string csv = "ark_colo.csv";
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--quick")) quick = true;
+    else if (!std::strcmp(argv[i], "--parts") && i + 1 < argc) parts = argv[++i];
     else if (!std::strcmp(argv[i], "--csv") && i + 1 < argc) csv = argv[++i];
   }
   const int world = gpu::device_count();

@@ -7,8 +7,9 @@
 //
 // The two stores are stream memory operations, ordered after the copy by a memory barrier, so
 // neither the receiver's flag nor the sender's completion counter ever needs the CPU again: the
-// proxy only issues. Worker w's requests go to stream w % streams, in order, so a channel's
-// flags only grow. ARK's hardware engine made this hop unnecessary; on stock GPUs it is the
+// proxy only issues. Worker w's requests go to stream w % streams (up to 16 streams, so that
+// the GPU's copy engines run several copies at once), in order, so a channel's flags only grow;
+// the completion counter is written once per batch of requests the proxy found together. ARK's hardware engine made this hop unnecessary; on stock GPUs it is the
 // portable path (CUDA and HIP alike; MSCCL++'s port channel and ARK's software path do the same).
 #pragma once
 
@@ -16,6 +17,7 @@
 #include "ark/team/layout.hpp"
 
 #include <atomic>
+#include <chrono>
 #include <string>
 #include <thread>
 #include <vector>
@@ -24,7 +26,7 @@ namespace ark::dma {
 
 class gpu_proxy {
 public:
-  static constexpr unsigned max_streams = 4;
+  static constexpr unsigned max_streams = 16;
 
   gpu_proxy() = default;
   gpu_proxy(const gpu_proxy&) = delete;
@@ -37,11 +39,11 @@ public:
              int device, int priority) {
     stop();
     device_ = device;
-    detail::rt::check(detail::rt::set_device(device), "set device");
+    ark::detail::rt::check(ark::detail::rt::set_device(device), "set device");
     const unsigned n = lay.workers < max_streams ? lay.workers : max_streams;
     streams_.assign(n, nullptr);
     for (auto& s : streams_)
-      detail::rt::check(detail::rt::stream_create_priority(&s, priority), "create copy-engine stream");
+      ark::detail::rt::check(ark::detail::rt::stream_create_priority(&s, priority), "create copy-engine stream");
     stop_.store(false);
     thread_ = std::thread([=, this] { run(engine_host, engine_device, ctl_host, lay); });
   }
@@ -50,52 +52,60 @@ public:
     stop_.store(true);
     if (thread_.joinable()) thread_.join();
     for (auto s : streams_) {
-      (void)detail::rt::stream_synchronize(s);
-      (void)detail::rt::stream_destroy(s);
+      (void)ark::detail::rt::stream_synchronize(s);
+      (void)ark::detail::rt::stream_destroy(s);
     }
     streams_.clear();
   }
 
-  /// Requests issued so far (all workers).
-  std::uint64_t issued() const { return issued_.load(); }
+  /// Batches of requests issued so far (all workers).
+  std::uint64_t batches() const { return batches_.load(); }
 
 private:
   void run(std::byte* host, std::byte* dev, control_block* ctl, layout lay) {
-    (void)detail::rt::set_device(device_);
+    (void)ark::detail::rt::set_device(device_);
+    namespace rt = ark::detail::rt;
     std::vector<std::uint64_t> next(lay.workers, 0);
-    unsigned idle = 0;
+    std::uint64_t idle_since = 0;
+    unsigned spins = 0;
     while (!stop_.load(std::memory_order_relaxed)) {
       bool worked = false;
       for (unsigned w = 0; w < lay.workers; ++w) {
         const std::uint64_t posted = platform::host::load_acquire(&lay.queue(host, w)->posted);
-        detail::rt::stream_t s = streams_[w % streams_.size()];
-        for (; next[w] < posted; ++next[w]) {
+        if (next[w] == posted) continue;
+        rt::stream_t s = streams_[w % streams_.size()];
+        rt::error_t e = rt::success;
+        for (; next[w] < posted && e == rt::success; ++next[w]) {
           const engine_request r = lay.requests(host, w)[next[w] % lay.queue_capacity];
-          detail::rt::error_t e = detail::rt::success;
           if (r.dst && r.bytes)
-            e = detail::rt::memcpy_async(reinterpret_cast<void*>(r.dst), reinterpret_cast<const void*>(r.src),
-                                         r.bytes, s);
-          if (e == detail::rt::success && r.flag)
-            e = detail::rt::stream_write_value(s, reinterpret_cast<std::uint64_t*>(r.flag), r.value);
-          if (e == detail::rt::success)
-            e = detail::rt::stream_write_value(s, &lay.queue(dev, w)->completed, next[w] + 1);
-          if (e != detail::rt::success) {
-            fail(ctl, w, next[w]);
-            return;
-          }
-          issued_.fetch_add(1, std::memory_order_relaxed);
-          worked = true;
+            e = rt::memcpy_async(reinterpret_cast<void*>(r.dst), reinterpret_cast<const void*>(r.src), r.bytes, s);
+          if (e == rt::success && r.flag)
+            e = rt::stream_write_value(s, reinterpret_cast<std::uint64_t*>(r.flag), r.value);
         }
+        if (e == rt::success) e = rt::stream_write_value(s, &lay.queue(dev, w)->completed, next[w]);
+        if (e != rt::success) {
+          fail(ctl, w, next[w] - 1);
+          return;
+        }
+        batches_.fetch_add(1, std::memory_order_relaxed);
+        worked = true;
       }
-      idle = worked ? 0 : idle + 1;
-      if (!worked) platform::host::pause(idle);
+      // spin while requests come; once idle for a millisecond, poll every 50 us
+      if (worked) {
+        spins = 0;
+        idle_since = 0;
+      } else if (platform::host::pause(0), ++spins % 1024 == 0) {
+        const std::uint64_t now = platform::host::now_ns();
+        if (!idle_since) idle_since = now;
+        if (now - idle_since > 1000000) std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
     }
   }
 
   /// Records the failure as the rank's error (the posting GPU then times out waiting for it) and
   /// raises its abort flag, so that waits on this rank end promptly.
   static void fail(control_block* ctl, unsigned worker, std::uint64_t request) {
-    (void)detail::rt::get_last_error();
+    (void)ark::detail::rt::get_last_error();
     std::atomic_ref<std::uint32_t> code(ctl->err.code);
     std::uint32_t zero = 0;
     if (code.compare_exchange_strong(zero, static_cast<std::uint32_t>(errc::platform))) {
@@ -108,10 +118,10 @@ private:
   }
 
   int device_ = 0;
-  std::vector<detail::rt::stream_t> streams_;
+  std::vector<ark::detail::rt::stream_t> streams_;
   std::thread thread_;
   std::atomic<bool> stop_{true};
-  std::atomic<std::uint64_t> issued_{0};
+  std::atomic<std::uint64_t> batches_{0};
 };
 
 } // namespace ark::dma

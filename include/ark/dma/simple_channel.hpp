@@ -63,6 +63,8 @@ struct simple_channel {
   /// Announces `bytes` of payload that a pass wrote through tx views for `step`.
   template <class Ctx>
   ARK_HD static bool close_send(const Ctx& ctx, peers ps, std::uint64_t step, std::size_t bytes) {
+    if constexpr (requires { B::publish_staging(); })
+      B::publish_staging(); // every thread: its staging stores, before an engine reads them
     ctx.g.sync();
     if constexpr (B::direct) {
       for_each_peer(ctx, ps, [&](int p) {

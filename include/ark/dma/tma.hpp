@@ -78,6 +78,14 @@ struct tma : simple_channel<tma<Depth>> {
     return wait_flag(ctx, flag, value, kind, peer);
   }
 
+  /// Every thread, after writing staging and before the barrier that precedes a post: orders its
+  /// ordinary stores before the bulk loads (the TMA unit reads through the async proxy).
+  ARK_HD static void publish_staging() {
+#if defined(ARK_HAS_SM90_TMA)
+    ark::detail::sm90::fence_proxy_async();
+#endif
+  }
+
   /// Posts complete before they return.
   template <class Ctx>
   ARK_HD static bool flush(const Ctx&) {
@@ -100,22 +108,22 @@ private:
       return static_cast<std::uint32_t>(min_of<std::size_t>(chunk_bytes, bulk - i * chunk_bytes));
     };
     if (n) {
-      for (unsigned k = 0; k < Depth; ++k) detail::sm90::mbarrier_init(&bars[k]);
-      detail::sm90::fence_mbarrier_init();
-      detail::sm90::fence_proxy_async(); // the block's stores into staging, before the bulk loads
-      detail::sm90::load(buf[0], s, size(0), &bars[0]);
+      for (unsigned k = 0; k < Depth; ++k) ark::detail::sm90::mbarrier_init(&bars[k]);
+      ark::detail::sm90::fence_mbarrier_init();
+      ark::detail::sm90::fence_proxy_async(); // the block's stores into staging, before the bulk loads
+      ark::detail::sm90::load(buf[0], s, size(0), &bars[0]);
       for (std::size_t i = 0; i < n; ++i) {
         const unsigned b = static_cast<unsigned>(i % Depth);
-        detail::sm90::wait(&bars[b], static_cast<std::uint32_t>((i / Depth) & 1));
-        detail::sm90::store(d + i * chunk_bytes, buf[b], size(i));
+        ark::detail::sm90::wait(&bars[b], static_cast<std::uint32_t>((i / Depth) & 1));
+        ark::detail::sm90::store(d + i * chunk_bytes, buf[b], size(i));
         if (i + 1 < n) {
           // buffer (i + 1) % Depth was last read by store i + 1 - Depth: at most Depth - 1 pending
-          detail::sm90::wait_reads<Depth - 1>();
-          detail::sm90::load(buf[(i + 1) % Depth], s + (i + 1) * chunk_bytes, size(i + 1), &bars[(i + 1) % Depth]);
+          ark::detail::sm90::wait_reads<Depth - 1>();
+          ark::detail::sm90::load(buf[(i + 1) % Depth], s + (i + 1) * chunk_bytes, size(i + 1), &bars[(i + 1) % Depth]);
         }
       }
-      detail::sm90::wait_writes();
-      detail::sm90::fence_proxy_async();
+      ark::detail::sm90::wait_writes();
+      ark::detail::sm90::fence_proxy_async();
     }
     for (std::size_t i = bulk; i < bytes; ++i) d[i] = s[i];
   }

@@ -5,7 +5,9 @@
 //            each DMA backend's channel; 1 block and 32 blocks; GB/s;
 //   interf   a cuBLAS bf16 GEMM (8192^3) loops on one stream of every GPU while a collective loops
 //            on another: GEMM slowdown and the collective's busbw, alone and together, for each
-//            ark variant (SM budget, TMA, copy engine, copy engine only) and NCCL;
+//            ark variant (thread copies with and without an SM budget, TMA, the copy engine through
+//            the proxy, dma::copy_engine with its reduction kernel bounded or not, the
+//            kernel-free all-gather) and NCCL;
 //   colo     a training-like loop (GEMM 4096^3 + all-reduce of 128 MB of gradients, in order on
 //            one stream) and an inference-like loop (GEMMs 256 x 8192 x 8192) on a second, high
 //            priority stream: makespan co-located over makespan back to back, per backend.
@@ -271,9 +273,17 @@ private:
     v.push_back({"ark all_reduce tma16", ar, [=, this](rt::stream_t s) {
                    sm_->all_reduce<ark::algo::two_shot, ark::dma::tma<4>>(in, out, n, ark::op::sum{}, opts(s, 16));
                  }});
-    v.push_back({"ark all_reduce ce8", ar, [=, this](rt::stream_t s) {
+    v.push_back({"ark all_reduce proxy8", ar, [=, this](rt::stream_t s) {
                    ce_->all_reduce<ark::algo::two_shot, ark::dma::proxy_engine<4>>(in, out, n, ark::op::sum{},
                                                                                    opts(s, 8));
+                 }});
+    v.push_back({"ark all_reduce ce", ar, [=, this](rt::stream_t s) {
+                   ce_->all_reduce<ark::algo::automatic, ark::dma::copy_engine>(in, out, n, ark::op::sum{},
+                                                                                opts(s, -1));
+                 }});
+    v.push_back({"ark all_reduce ce16", ar, [=, this](rt::stream_t s) {
+                   ce_->all_reduce<ark::algo::automatic, ark::dma::copy_engine>(in, out, n, ark::op::sum{},
+                                                                                opts(s, 16));
                  }});
     const std::size_t agn = n / s_.world;
     v.push_back({"nccl all_gather", ag, [=, this](rt::stream_t s) {

@@ -1,9 +1,11 @@
 // Co-location controls on the host platform: the call plan reported before a call, the SM budget
-// (max_ctas) capping blocks, and the copy-engine-only all_gather / broadcast (max_ctas = 0) into
-// registered buffers: random data, poisoned outputs, in place and not, every root, repeated calls
-// interleaved with ordinary ones, and the errors for what it cannot do.
+// (max_ctas) capping blocks, the copy-engine collectives (dma::copy_engine; all_gather and
+// broadcast also through max_ctas = 0) into registered buffers: random data, poisoned outputs,
+// in place and not, every root, op and dtype, several scratch rounds, repeated calls interleaved
+// with ordinary ones, and the errors for what they cannot do.
 #include "../support/collective_check.hpp"
 
+#include <cstring>
 #include <random>
 
 using namespace ark_test;
@@ -40,7 +42,7 @@ TEST_CASE("plan: reported before the call, SM budget caps blocks, copy-engine-on
     const auto ce = c.plan<ark::collective::all_gather, ark::algo::direct, ark::dma::automatic, float>(1000, o);
     CHECK(ce.copy_engine_only);
     CHECK(ce.ctas == 1);
-    CHECK(ce.backend == 0);
+    CHECK(ce.backend == ark::dma::copy_engine::id);
     CHECK_THROWS_AS((c.plan<ark::collective::all_reduce, ark::algo::automatic, ark::dma::automatic, float>(10, o)),
                     ark::invalid_argument);
     o.max_ctas = -2;
@@ -146,5 +148,85 @@ TEST_CASE("copy engine only: clear errors before anything launches") {
     ark::call_options<host> ce;
     ce.max_ctas = 0;
     CHECK_THROWS_AS(c.all_gather(in.data(), out.data(), 8, ce), ark::invalid_argument);
+  });
+}
+
+namespace {
+template <class T>
+bool same(const T& a, const T& b) {
+  return std::memcmp(&a, &b, sizeof(T)) == 0;
+}
+
+template <class T, class Op>
+void ce_all_reduce_case(int world) {
+  basic_world<host> w(world);
+  std::vector<std::size_t> bad(world, 0);
+  // the small team's scratch holds 3 x 9 x 1 KB per sender: the largest sizes take several rounds
+  const std::vector<std::size_t> sizes{0, 1, 7, 1000, 30011};
+  auto value = [](std::size_t i, int rank, int call) {
+    return static_cast<T>(static_cast<double>((i * 7 + static_cast<std::size_t>(rank) * 13 + call) % 11) + 1);
+  };
+  w.run([&](comm_t& c, int rank) {
+    const std::size_t max_n = sizes.back();
+    std::vector<T> out(max_n), in(max_n);
+    c.register_buffer(out.data(), out.size() * sizeof(T));
+    int call = 0;
+    for (std::size_t n : sizes)
+      for (bool in_place : {false, true}) {
+        ++call;
+        std::fill(out.begin(), out.end(), static_cast<T>(-3));
+        T* src = in_place ? out.data() : in.data();
+        for (std::size_t i = 0; i < n; ++i) src[i] = value(i, rank, call);
+        c.all_reduce<ark::algo::automatic, ark::dma::copy_engine>(src, out.data(), n, Op{});
+        for (std::size_t i = 0; i < n; ++i) {
+          ark::acc_t<T> acc = ark::to_acc(value(i, 0, call));
+          for (int r = 1; r < world; ++r) acc = Op{}(acc, ark::to_acc(value(i, r, call)));
+          if constexpr (ark::finalizing_op<Op, T>) acc = Op{}.finalize(acc, world);
+          bad[rank] += !same(out[i], ark::from_acc<T>(acc));
+        }
+        for (std::size_t i = n; i < max_n; ++i) bad[rank] += !same(out[i], static_cast<T>(-3));
+        // an ordinary call in between
+        std::vector<float> a(17, 1.0f), b(17);
+        c.all_reduce(a.data(), b.data(), 17);
+        for (float x : b) bad[rank] += x != static_cast<float>(world);
+      }
+  });
+  for (int r = 0; r < world; ++r) CHECK(bad[r] == 0);
+}
+} // namespace
+
+TEST_CASE("copy engine all_reduce: every world, op and dtype, in place and not, several rounds") {
+  for (int world : {1, 2, 3, 4}) {
+    CAPTURE(world);
+    ce_all_reduce_case<float, ark::op::sum>(world);
+    ce_all_reduce_case<std::int32_t, ark::op::max>(world);
+  }
+  ce_all_reduce_case<double, ark::op::prod>(3);
+  ce_all_reduce_case<ark::bf16, ark::op::avg>(4);
+  ce_all_reduce_case<ark::fp16, ark::op::min>(2);
+  ce_all_reduce_case<std::uint8_t, ark::op::sum>(3);
+  ce_all_reduce_case<std::int64_t, ark::op::sum>(2);
+}
+
+TEST_CASE("copy engine all_reduce: its plan, and clear errors before anything moves") {
+  basic_world<host> w(2);
+  w.run([&](comm_t& c, int) {
+    std::vector<float> in(100, 1.0f), out(100, -1.0f);
+    using ce = ark::dma::copy_engine;
+    ark::call_options<host> o;
+    const auto p = c.plan<ark::collective::all_reduce, ark::algo::automatic, ce, float>(100, o);
+    CHECK(p.backend == ce::id);
+    CHECK(p.ctas >= 1);
+    CHECK(p.scratch_bytes > 0);
+    o.max_ctas = 1;
+    CHECK(c.plan<ark::collective::all_reduce, ark::algo::automatic, ce, float>(1 << 20, o).ctas == 1);
+    CHECK_THROWS_AS((c.all_reduce<ark::algo::automatic, ce>(in.data(), out.data(), 100)), ark::invalid_argument);
+    CHECK(out[0] == -1.0f);
+    c.register_buffer(out.data(), out.size() * sizeof(float));
+    o.max_ctas = 0;
+    CHECK_THROWS_AS((c.all_reduce<ark::algo::automatic, ce>(in.data(), out.data(), 100, ark::op::sum{}, o)),
+                    ark::invalid_argument);
+    c.all_reduce<ark::algo::automatic, ce>(in.data(), out.data(), 100);
+    CHECK(out[99] == 2.0f);
   });
 }

@@ -1,10 +1,13 @@
 // DMA engines on GPUs against the host reference: the copy engine driven by GPU threads through
 // the CPU proxy (dma::proxy_engine) and the TMA bulk-copy unit (dma::tma, sm_90): every
 // all-reduce algorithm x depth 1/2/4/8, the other collectives, odd sizes, in place; the
-// copy-engine-only all_gather / broadcast (max_ctas = 0); an SM budget; a peer that never joins.
+// copy-engine collectives with no kernel moving bytes (dma::copy_engine: all_reduce, and
+// all_gather / broadcast through max_ctas = 0); an SM budget; a peer that never joins.
 #include "gpu_support.hpp"
 
+#include <atomic>
 #include <random>
+#include <thread>
 
 using namespace ark_test;
 
@@ -155,6 +158,84 @@ TEST_CASE("gpu copy engine only (max_ctas = 0): all_gather and broadcast into re
           }
         }
       }
+    });
+    for (int r = 0; r < world; ++r) CHECK(bad[r] == 0);
+  }
+}
+
+TEST_CASE("gpu copy engine only: a peer that never joins is a timeout error, the stream released") {
+  ARK_REQUIRE_GPUS(2);
+  using namespace std::chrono_literals;
+  basic_world<gpu> w(gpu_count(), engine_config());
+  std::chrono::milliseconds took{};
+  std::atomic<bool> done{false};
+  const auto errs = w.try_run([&](gpu_comm& c, int rank) {
+    platform_buffer<gpu> out(4096 * gpu_count(), rank), in(4096, rank);
+    c.register_buffer(out.mem.ptr, 4096 * gpu_count());
+    if (rank != 0) { // never calls; its registered buffer stays alive (the released copy lands there)
+      while (!done.load()) std::this_thread::sleep_for(1ms);
+      return;
+    }
+    struct signal_done {
+      std::atomic<bool>& d;
+      ~signal_done() { d.store(true); }
+    } at_exit{done};
+    ark::call_options<gpu> o;
+    o.max_ctas = 0;
+    o.timeout = 300ms;
+    CHECK(c.plan<ark::collective::all_gather, ark::algo::direct, ark::dma::automatic, float>(1024, o).ctas == 0);
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      c.all_gather(in.as<float>(), out.as<float>(), 1024, o);
+      c.synchronize();
+    } catch (const ark::timeout_error&) {
+      took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+      throw;
+    }
+  });
+  REQUIRE(errs[0]);
+  CHECK_THROWS_AS(std::rethrow_exception(errs[0]), ark::timeout_error);
+  CHECK(took >= 300ms);
+  CHECK(took < 3000ms);
+}
+
+TEST_CASE("gpu copy engine all_reduce: bytes on the copy engine, a bounded reduction kernel") {
+  ARK_REQUIRE_GPUS(1);
+  for (int world : gpu_worlds()) {
+    CAPTURE(world);
+    basic_world<gpu> w(world, engine_config()); // scratch 8 x 9 x 4 KB per sender: big sizes take rounds
+    std::vector<std::size_t> bad(world, 0);
+    w.run([&](gpu_comm& c, int rank) {
+      const std::size_t max_n = (1 << 20) + 3;
+      platform_buffer<gpu> out(max_n * 4, rank), in(max_n * 4, rank);
+      c.register_buffer(out.mem.ptr, max_n * 4);
+      int call = 0;
+      for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{1023}, std::size_t{65537}, max_n})
+        for (bool in_place : {false, true})
+          for (int budget : {-1, 2}) {
+            ++call;
+            std::vector<std::int32_t> poison(max_n, -3);
+            gpu::copy(out.mem.ptr, poison.data(), max_n * 4);
+            const auto mine = pattern(n, rank, call);
+            auto* o = out.as<std::int32_t>();
+            gpu::copy(in_place ? out.mem.ptr : in.mem.ptr, mine.data(), n * 4);
+            ark::call_options<gpu> opt;
+            opt.max_ctas = budget;
+            c.all_reduce<ark::algo::automatic, ark::dma::copy_engine>(in_place ? o : in.as<std::int32_t>(), o, n,
+                                                                      ark::op::sum{}, opt);
+            c.synchronize();
+            std::vector<std::int32_t> got(max_n);
+            gpu::copy(got.data(), out.mem.ptr, max_n * 4);
+            std::vector<std::vector<std::int32_t>> all;
+            for (int r = 0; r < world; ++r) all.push_back(pattern(n, r, call));
+            for (std::size_t i = 0; i < n; ++i) {
+              std::int32_t want = 0;
+              for (int r = 0; r < world; ++r) want = static_cast<std::int32_t>(static_cast<std::uint32_t>(want) +
+                                                                               static_cast<std::uint32_t>(all[r][i]));
+              bad[rank] += got[i] != want;
+            }
+            for (std::size_t i = n; i < max_n; ++i) bad[rank] += got[i] != -3;
+          }
     });
     for (int r = 0; r < world; ++r) CHECK(bad[r] == 0);
   }

@@ -35,7 +35,7 @@ struct call_options {
   std::chrono::nanoseconds timeout{0};
   /// SM budget: the most thread blocks the call may occupy (-1: no limit). 0: the copy engine
   /// alone moves the data, for the collectives that allow it (all_gather and broadcast into a
-  /// registered recv buffer, with team_config.staging): one warp posts the copies and waits.
+  /// registered recv buffer, with team_config.staging): on GPUs no kernel runs at all.
   int max_ctas = -1;
 };
 
@@ -125,17 +125,6 @@ struct custom_work {
     const auto ctx = comm.template make_context<B>(
         g, worker, workers, call_desc::make(collective::custom, 0, 0, 0, B::id, workers, 0, 0));
     f(ctx);
-  }
-};
-
-/// The copy-engine-only path (collectives/copy_engine.hpp): one warp of worker 0 posts and waits.
-template <device P>
-struct copy_engine_work {
-  device_comm<P> comm;
-  copy_engine_call call;
-  template <class G>
-  ARK_HD void operator()(G& g, unsigned, unsigned) const {
-    copy_engine_step(comm.template make_context<dma::proxy_engine<4>>(g, 0, 1, call.desc), call);
   }
 };
 
@@ -271,13 +260,18 @@ public:
     check_buffer("all_reduce", "send buffer", in, count);
     check_buffer("all_reduce", "recv buffer", out, count);
     check_overlap("all_reduce", in, count, out, count, in == out);
-    run<collective::all_reduce, A, B>("all_reduce", in, out, count, 0, op, o);
+    if constexpr (std::is_same_v<B, dma::copy_engine>)
+      ce_all_reduce("all_reduce", in, out, count, op, o);
+    else
+      run<collective::all_reduce, A, B>("all_reduce", in, out, count, 0, op, o);
   }
 
   /// in: world blocks of `count`; out (count elements) = block `rank` reduced over all ranks.
   /// In place when out == in + rank * count.
   template <class A = algo::automatic, class B = dma::automatic, element T, class Op = op::sum>
   void reduce_scatter(const T* in, T* out, std::size_t count, Op op = {}, const call_options<P>& o = {}) {
+    static_assert(!std::is_same_v<B, dma::copy_engine>, "ark: dma::copy_engine offers all_reduce, all_gather and "
+                                                        "broadcast");
     check_elements<T>("reduce_scatter", count, world());
     check_buffer("reduce_scatter", "send buffer", in, count * world());
     check_buffer("reduce_scatter", "recv buffer", out, count);
@@ -292,10 +286,11 @@ public:
     check_buffer("all_gather", "send buffer", in, count);
     check_buffer("all_gather", "recv buffer", out, count * world());
     check_overlap("all_gather", in, count, out, count * world(), in == out + rank() * count);
-    if (o.max_ctas == 0)
-      return run_copy_engine<collective::all_gather>("all_gather", in, out, count, count * world(),
-                                                     rank() * count, -1, in != out + rank() * count, o);
-    run<collective::all_gather, A, B>("all_gather", in, out, count, 0, op::sum{}, o);
+    if (o.max_ctas == 0 || std::is_same_v<B, dma::copy_engine>)
+      return ce_gather<collective::all_gather>("all_gather", in, out, count, count * world(), rank() * count, -1,
+                                               in != out + rank() * count, o);
+    if constexpr (!std::is_same_v<B, dma::copy_engine>)
+      run<collective::all_gather, A, B>("all_gather", in, out, count, 0, op::sum{}, o);
   }
 
   /// out = root's in on every rank (root's out too, unless in == out).
@@ -306,15 +301,18 @@ public:
     if (rank() == root) check_buffer("broadcast", "send buffer", in, count);
     check_buffer("broadcast", "recv buffer", out, count);
     if (rank() == root) check_overlap("broadcast", in, count, out, count, in == out);
-    if (o.max_ctas == 0)
-      return run_copy_engine<collective::broadcast>("broadcast", in, out, count, count, 0, root,
-                                                    rank() == root && in != out, o);
-    run<collective::broadcast, algo::direct, B>("broadcast", in, out, count, root, op::sum{}, o);
+    if (o.max_ctas == 0 || std::is_same_v<B, dma::copy_engine>)
+      return ce_gather<collective::broadcast>("broadcast", in, out, count, count, 0, root,
+                                              rank() == root && in != out, o);
+    if constexpr (!std::is_same_v<B, dma::copy_engine>)
+      run<collective::broadcast, algo::direct, B>("broadcast", in, out, count, root, op::sum{}, o);
   }
 
   /// root's out = in reduced over all ranks.
   template <class B = dma::automatic, element T, class Op = op::sum>
   void reduce(const T* in, T* out, std::size_t count, int root, Op op = {}, const call_options<P>& o = {}) {
+    static_assert(!std::is_same_v<B, dma::copy_engine>, "ark: dma::copy_engine offers all_reduce, all_gather and "
+                                                        "broadcast");
     check_elements<T>("reduce", count, 1);
     check_root("reduce", root);
     check_buffer("reduce", "send buffer", in, count);
@@ -429,22 +427,41 @@ public:
     const choice c = select(K, bytes, world(), cfg_.tuning);
     call_plan p;
     if (o.max_ctas < -1) detail::throw_invalid(call, "max_ctas must be -1 (no limit), 0 or positive");
-    if (o.max_ctas == 0) {
+    constexpr bool ce = std::is_same_v<B, dma::copy_engine>;
+    if (ce && K == collective::all_reduce) {
+      if (!team_.lay.has_staging())
+        detail::throw_invalid(call, "dma::copy_engine needs the copy engine's proxy (team_config.staging = true)");
+      if (o.max_ctas == 0)
+        detail::throw_invalid(call, "max_ctas = 0: all_reduce reduces on the SMs; give it at least one block");
+      p.algorithm = algo::two_shot::id;
+      p.backend = dma::copy_engine::id;
+      const std::size_t chunk = div_up(count, static_cast<std::size_t>(world())) * sizeof(T);
+      p.ctas = select_workers(chunk, team_.lay.workers, cfg_.tuning, false);
+      if (o.workers) p.ctas = o.workers;
+      if (o.max_ctas > 0 && p.ctas > static_cast<unsigned>(o.max_ctas)) p.ctas = static_cast<unsigned>(o.max_ctas);
+      p.threads = cfg_.tuning.threads;
+      p.scratch_bytes = world() > 1 ? static_cast<std::size_t>(team_.lay.ce_scratch_bytes()) * world() : 0;
+      return p;
+    }
+    if (o.max_ctas == 0 || ce) {
       if (K != collective::all_gather && K != collective::broadcast)
         detail::throw_invalid(call, "max_ctas = 0 (copy engine only) is for all_gather and broadcast; this "
                                     "collective reduces on the SMs: give it at least one block");
       if (!team_.lay.has_staging())
         detail::throw_invalid(call, "max_ctas = 0 needs the copy engine's queues (team_config.staging = true)");
       p.algorithm = algo::direct::id;
-      p.ctas = 1;
-      p.threads = cfg_.tuning.threads < 32 ? cfg_.tuning.threads : 32;
+      // GPUs: no kernel at all (stream memory operations and copies); the host model runs a
+      // one-thread worker that posts to its engine
+      p.ctas = P::synchronous_launch ? 1 : 0;
+      p.threads = P::synchronous_launch ? 1 : 0;
       p.copy_engine_only = true;
-      p.scratch_bytes = static_cast<std::size_t>(team_.world) * (3 * layout::flag_stride + sizeof(slot_header));
+      p.backend = dma::copy_engine::id;
+      p.scratch_bytes = static_cast<std::size_t>(team_.world) * 3 * layout::flag_stride;
       return p;
     }
     p.algorithm = std::is_same_v<A, algo::automatic> ? c.algorithm : A::id;
     bool ll = c.ll, engine = false;
-    if constexpr (!std::is_same_v<B, dma::automatic>) {
+    if constexpr (!std::is_same_v<B, dma::automatic> && !ce) {
       ll = B::ll, engine = !B::direct;
       p.backend = B::id;
     } else {
@@ -487,31 +504,200 @@ private:
     after_launch(call);
   }
 
-  /// The copy-engine-only all_gather / broadcast (max_ctas = 0): `out` (out_count elements) must
-  /// lie in a registered buffer; our `count` elements land at element `offset` of every receiver's.
-  template <collective K, class T>
-  void run_copy_engine(const char* call, const T* in, T* out, std::size_t count, std::size_t out_count,
-                       std::size_t offset, int root, bool local_copy, const call_options<P>& o) {
-    check_usable(call);
-    const call_plan p = plan<K, algo::direct, dma::automatic, T>(count, o);
-    const window_view* w = find_window(out, out_count * sizeof(T));
-    if (count && !w)
-      detail::throw_invalid(call, "max_ctas = 0 (copy engine only) writes straight into the peers' recv "
-                                  "buffers: register the recv buffer first (register_buffer)");
-    detail::copy_engine_call c{};
-    if (w) {
-      c.out = *w;
-      const std::size_t shift = reinterpret_cast<const std::byte*>(out) - w->base[rank()];
-      for (int r = 0; r < world(); ++r) c.out.base[r] += shift;
+  // -- the copy-engine collectives (collectives/copy_engine.hpp) ----------------------------------
+  /// The stream operations of one copy-engine call: enqueued on the call's stream on GPUs (no SM
+  /// involved; a watchdog in the proxy bounds the waits), done at once on the host.
+  class ce_ops {
+  public:
+    ce_ops(communicator& c, const char* call, const call_options<P>& o)
+        : c_(c), call_(call), s_(c.stream_of(o)), timeout_ns_(c.with_timeout(o).team.timeout_ns) {
+#if defined(ARK_GPU_COMPILER)
+      if constexpr (!P::synchronous_launch) {
+        namespace rt = detail::rt;
+        if (rt::is_capturing(s_))
+          detail::throw_invalid(call, "the copy-engine path cannot be captured in a CUDA graph (its flags carry "
+                                      "a per-call epoch): call it eagerly");
+        int device = 0;
+        rt::check(rt::stream_device(s_, &device), "find the stream's device");
+        rt::check(rt::set_device(device), "set device");
+        w_.timeout_ns = timeout_ns_;
+        rt::check(rt::event_create_untimed(&w_.begin), "create event");
+        rt::check(rt::event_create_untimed(&w_.end), "create event");
+        rt::check(rt::event_record(w_.begin, s_), "record event");
+      }
+#endif
     }
-    c.src = reinterpret_cast<const std::byte*>(in);
-    c.block = count * sizeof(T);
-    c.offset = offset * sizeof(T);
-    c.root = root;
-    c.local_copy = local_copy;
-    c.desc = call_desc::make(K, algo::direct::id, static_cast<std::uint8_t>(dtype_of<T>), op_id<op::sum>, 0, 1,
-                             root < 0 ? 0 : root, count);
-    P::launch(stream_of(o), launch_shape{p.ctas, p.threads}, detail::copy_engine_work<P>{with_timeout(o), c});
+    ~ce_ops() {
+#if defined(ARK_GPU_COMPILER)
+      if constexpr (!P::synchronous_launch) {
+        if (detail::rt::event_record(w_.end, s_) == detail::rt::success) {
+          c_.engine_.add_watch(std::move(w_));
+        } else {
+          (void)detail::rt::event_destroy(w_.begin);
+          (void)detail::rt::event_destroy(w_.end);
+        }
+      }
+#endif
+    }
+    ce_ops(const ce_ops&) = delete;
+    ce_ops& operator=(const ce_ops&) = delete;
+    typename P::stream stream() const { return s_; }
+
+    void write(std::uint64_t* flag, std::uint64_t v) {
+      if constexpr (P::synchronous_launch) {
+        P::store_release(flag, v);
+      } else {
+#if defined(ARK_GPU_COMPILER)
+        detail::rt::check(detail::rt::stream_write_value(s_, flag, v), "write a flag");
+#endif
+      }
+    }
+    /// Waits for *flag == v (peer `peer` writes it).
+    void wait(std::uint64_t* flag, std::uint64_t v, int peer) {
+      if constexpr (P::synchronous_launch) {
+        const std::uint64_t start = P::now_ns();
+        for (unsigned spins = 0; P::load_acquire(flag) != v; ++spins) {
+          P::pause(spins);
+          const bool abort = std::atomic_ref<std::uint64_t>(c_.control_host()->abort).load() != 0;
+          if (abort || P::now_ns() - start > timeout_ns_) {
+            record_error<P>(c_.team_.ctl, abort ? errc::aborted : errc::timeout,
+                            static_cast<std::uint32_t>(wait_kind::data), peer, 0, 0, v, P::load_acquire(flag));
+            raise(c_.control_host()->err, c_.rank(), call_);
+          }
+        }
+      } else {
+#if defined(ARK_GPU_COMPILER)
+        detail::rt::check(detail::rt::stream_wait_value(s_, flag, v), "wait for a flag");
+        w_.release.push_back({flag, v});
+#endif
+        (void)peer;
+      }
+    }
+    void copy(void* dst, const void* src, std::size_t bytes) {
+      if (!bytes) return;
+      if constexpr (P::synchronous_launch) {
+        std::memcpy(dst, src, bytes);
+      } else {
+#if defined(ARK_GPU_COMPILER)
+        detail::rt::check(detail::rt::memcpy_async(dst, src, bytes, s_), "copy");
+#endif
+      }
+    }
+
+  private:
+    communicator& c_;
+    const char* call_;
+    typename P::stream s_;
+    std::uint64_t timeout_ns_;
+#if defined(ARK_GPU_COMPILER)
+    std::conditional_t<P::synchronous_launch, char, dma::gpu_proxy::watch> w_{};
+#endif
+  };
+
+  /// `out` (out_count elements) as every rank's registered recv buffer; throws if unregistered.
+  template <class T>
+  window_view recv_window(const char* call, T* out, std::size_t out_count) const {
+    const window_view* w = find_window(out, out_count * sizeof(T));
+    if (!w)
+      detail::throw_invalid(call, "the copy-engine path writes straight into the peers' recv buffers: register "
+                                  "the recv buffer first (register_buffer)");
+    window_view v = *w;
+    const std::size_t shift = reinterpret_cast<const std::byte*>(out) - w->base[rank()];
+    for (int r = 0; r < world(); ++r) v.base[r] += shift;
+    return v;
+  }
+
+  /// All-gather (root < 0) or broadcast from root: our `count` elements land at element `offset`
+  /// of every receiver's registered `out` (out_count elements).
+  template <collective K, class T>
+  void ce_gather(const char* call, const T* in, T* out, std::size_t count, std::size_t out_count,
+                 std::size_t offset, int root, bool local_copy, const call_options<P>& o) {
+    check_usable(call);
+    (void)plan<K, algo::direct, dma::copy_engine, T>(count, o);
+    if (!count) return;
+    const window_view w = recv_window(call, out, out_count);
+    const call_desc d = call_desc::make(K, algo::direct::id, static_cast<std::uint8_t>(dtype_of<T>),
+                                        op_id<op::sum>, dma::copy_engine::id, 0, root < 0 ? 0 : root, count);
+    const int me = rank();
+    const layout& l = team_.lay;
+    std::byte* local = team_.base[me];
+    auto sends_to = [&](int p) { return p != me && (root < 0 || me == root); };
+    auto receives_from = [&](int p) { return p != me && (root < 0 || p == root); };
+    const std::size_t block = count * sizeof(T);
+    ce_ops ops(*this, call, o);
+    const std::uint64_t v = detail::ce_value(++ce_epoch_, d);
+    for (int p = 0; p < world(); ++p)
+      if (receives_from(p)) ops.write(l.ce_flag(team_.base[p], me, 0), v);
+    for (int p = 0; p < world(); ++p) {
+      if (!sends_to(p)) continue;
+      ops.wait(l.ce_flag(local, p, 0), v, p);
+      ops.copy(w.base[p] + offset * sizeof(T), in, block);
+      ops.write(l.ce_flag(team_.base[p], me, 1), v);
+    }
+    if (local_copy) ops.copy(w.base[me] + offset * sizeof(T), in, block);
+    for (int p = 0; p < world(); ++p)
+      if (receives_from(p)) ops.wait(l.ce_flag(local, p, 1), v, p);
+  }
+
+  /// All-reduce: bytes on the copy engine, the reduction of our chunk by one short kernel.
+  template <class T, class Op>
+  void ce_all_reduce(const char* call, const T* in, T* out, std::size_t count, const Op& op,
+                     const call_options<P>& o) {
+    static_assert(reduce_op<Op, T>, "ark: Op is not a reduction operator for T (see ark/concepts/reduce_op.hpp)");
+    check_usable(call);
+    const call_plan plan_ = plan<collective::all_reduce, algo::two_shot, dma::copy_engine, T>(count, o);
+    if (!count) return;
+    const window_view w = recv_window(call, out, count);
+    const int W = world(), me = rank();
+    const layout& l = team_.lay;
+    std::byte* local = team_.base[me];
+    const call_desc d = call_desc::make(collective::all_reduce, algo::two_shot::id,
+                                        static_cast<std::uint8_t>(dtype_of<T>), op_id<Op>, dma::copy_engine::id, 0,
+                                        0, count);
+    ce_ops ops(*this, call, o);
+    if (W == 1) {
+      if (in != out) ops.copy(out, in, count * sizeof(T));
+      if constexpr (finalizing_op<Op, T>)
+        P::launch(ops.stream(), launch_shape{plan_.ctas, plan_.threads},
+                  detail::ce_reduce_work<T, Op>{in, out, {}, 1, 0, count, op});
+      return after_launch(call);
+    }
+    const std::size_t round_elems = l.ce_scratch_bytes() / sizeof(T) / align_elems<T> * align_elems<T>;
+    std::size_t longest = 0;
+    for (int r = 0; r < W; ++r) longest = std::max(longest, split({0, count}, W, r, align_elems<T>).len);
+    const std::size_t rounds = div_up(longest, round_elems);
+    for (std::size_t k = 0; k < rounds; ++k) {
+      auto piece = [&](int r) {
+        const elem_range c = split({0, count}, W, r, align_elems<T>);
+        const std::size_t b = std::min(c.len, k * round_elems);
+        return elem_range{c.begin + b, std::min(round_elems, c.len - b)};
+      };
+      const std::uint64_t v = detail::ce_value(++ce_epoch_, d);
+      for (int q = 0; q < W; ++q)
+        if (q != me) ops.write(l.ce_flag(team_.base[q], me, 0), v);
+      for (int q = 0; q < W; ++q) {
+        if (q == me) continue;
+        ops.wait(l.ce_flag(local, q, 0), v, q);
+        const elem_range pq = piece(q);
+        ops.copy(l.ce_scratch(team_.base[q], me), in + pq.begin, pq.len * sizeof(T));
+        ops.write(l.ce_flag(team_.base[q], me, 1), v);
+      }
+      for (int q = 0; q < W; ++q)
+        if (q != me) ops.wait(l.ce_flag(local, q, 1), v, q);
+      const elem_range mine = piece(me);
+      if (mine.len) {
+        detail::ce_reduce_work<T, Op> work{in + mine.begin, out + mine.begin, {}, W, me, mine.len, op};
+        for (int r = 0; r < W; ++r) work.scratch[r] = reinterpret_cast<const T*>(l.ce_scratch(local, r));
+        P::launch(ops.stream(), launch_shape{plan_.ctas, plan_.threads}, work);
+      }
+      for (int q = 0; q < W; ++q) {
+        if (q == me) continue;
+        ops.copy(w.base[q] + mine.begin * sizeof(T), out + mine.begin, mine.len * sizeof(T));
+        ops.write(l.ce_flag(team_.base[q], me, 2), v);
+      }
+      for (int q = 0; q < W; ++q)
+        if (q != me) ops.wait(l.ce_flag(local, q, 2), v, q);
+    }
     after_launch(call);
   }
 
@@ -603,6 +789,7 @@ private:
   typename P::stream stream_{};
   std::vector<std::unique_ptr<window_view>> windows_;
   bool aborted_ = false;
+  std::uint64_t ce_epoch_ = 0; ///< copy-engine-only calls made (GPU path)
   using engine_type = typename detail::engine_service<P>::type;
   [[no_unique_address]] engine_type engine_;
 };

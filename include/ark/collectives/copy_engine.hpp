@@ -1,21 +1,39 @@
-// ark/collectives/copy_engine.hpp: all-gather and broadcast moved by the copy engine alone.
+// ark/collectives/copy_engine.hpp: collectives whose bytes move on the copy engine only.
 //
-// With an SM budget of zero (call_options::max_ctas = 0) no thread block moves data: one warp of
-// each rank posts "copy my block into peer p's registered recv buffer, then raise p's flag" to
-// the rank's engine queue (dma::proxy_engine) and waits; the copy engine (on the host: the proxy
-// thread) does the rest. Protocol, on worker 0's channels, as one pipeline step `round`:
+// dma::copy_engine (or call_options::max_ctas = 0 for all_gather and broadcast) moves every byte
+// with copies straight into the peers' registered recv buffers, ordered by flags, and runs no
+// kernel except, for an all-reduce, one short reduction kernel on a bounded number of blocks.
+// On GPUs each step below is a stream operation of the call's stream (a copy, or a 64-bit
+// memory write or wait executed by the stream's front end): nothing occupies an SM while bytes
+// move or while a rank waits for its peers, so a kernel running beside the collective (a GEMM
+// whose blocks take a whole SM each) keeps every SM. On the host platform the same steps run at
+// once in the calling thread (the model our host tests exercise).
 //
-//   1. write our call description into each peer's header for the step, then raise its ack flag
-//      to round + 1: "I am in this call; you may write into my recv buffer";
-//   2. for each peer we send to: wait for its ack, check its call against ours, post the copy
-//      with head := round + 1 raised by the engine once the bytes landed;
-//   3. wait for the head flag of every peer we receive from; flush (our sources may be reused).
+// Flags (layout::ce_flag, written by the peer named): `ready` (the peer entered this round: we
+// may write into its recv buffer and scratch), `sent` (its copy to us landed), `done` (its
+// reduced chunk landed). Values carry a per-communicator epoch and a hash of the call and are
+// waited for by equality, so a peer making a different call never satisfies a wait: on GPUs the
+// CPU proxy's watchdog turns such a wait into a timeout error (and releases the stream), on the
+// host the wait itself is bounded. One round:
 //
-// Each rank's window (register_buffer) tells where its peers' recv buffers live.
+//   all-gather / broadcast:  ready -> peers;  per receiver q: wait ready(q), copy block, sent -> q;
+//                            wait sent(every sender)
+//   all-reduce (chunk r of the elements belongs to rank r):
+//                            ready -> peers;  per peer q: wait ready(q), copy in[chunk q] into q's
+//                            scratch slot for us, sent -> q;  wait sent(all);  reduce kernel:
+//                            out[chunk me] = fold(in[chunk me], scratch slots);  per peer q: copy
+//                            out[chunk me] into q's out, done -> q;  wait done(all)
+// An all-reduce larger than the scratch (the region's data slots, split per sender) takes
+// several rounds. In place works: a peer overwrites our in[chunk q] only after our copy of it
+// landed (its wait for our `sent`).
 #pragma once
 
-#include "ark/dma/proxy_engine.hpp"
+#include "ark/algorithms/pass.hpp"
 #include "ark/team/context.hpp"
+
+#include <chrono>
+#include <thread>
+#include <vector>
 
 namespace ark {
 
@@ -28,62 +46,33 @@ struct window_view {
 
 namespace detail {
 
-/// One call: `block` bytes from `src` go to offset `offset` of the recv window of every rank that
-/// receives (all of them for an all-gather: root = -1; the others for a broadcast from root).
-struct copy_engine_call {
-  window_view out;
-  const std::byte* src;
-  std::size_t block;
-  std::size_t offset; ///< where our block lands in a receiver's window
-  int root;           ///< -1: all-gather
-  bool local_copy;    ///< also copy src into our own window (not in place)
-  call_desc desc;
-};
-
-template <class Ctx>
-ARK_HD bool copy_engine_step(const Ctx& ctx, const copy_engine_call& c) {
-  using P = typename Ctx::platform;
-  using B = typename Ctx::backend;
-  const std::uint64_t step = ctx.round;
-  const int me = ctx.rank();
-  auto sends_to = [&](int p) { return p != me && (c.root < 0 || me == c.root); };
-  auto receives_from = [&](int p) { return p != me && (c.root < 0 || p == c.root); };
-  bool ok = true;
-  if (ctx.g.thread_rank() == 0) {
-    for (int p = 0; p < ctx.world() && ok; ++p)
-      if (receives_from(p)) {
-        // p finished every earlier step from us (its previous call ended): the header slot is ours
-        ok = ctx.wait_geq(ctx.lay().ack(ctx.local(), ctx.worker, p), step, wait_kind::credit, p);
-        if (!ok) break;
-        slot_header* h = ctx.lay().hdr(ctx.remote(p), ctx.worker, me, step);
-        P::store_relaxed(&h->count, ctx.desc.count);
-        P::store_relaxed(&h->meta, ctx.desc.meta);
-        P::store_relaxed(&h->step, step);
-        P::fence();
-        P::store_release(ctx.lay().ack(ctx.remote(p), ctx.worker, me), step + 1);
-      }
-    for (int p = 0; p < ctx.world() && ok; ++p) {
-      if (!sends_to(p)) continue;
-      ok = ctx.wait_geq(ctx.lay().ack(ctx.local(), ctx.worker, p), step + 1, wait_kind::credit, p);
-      if (!ok) break;
-      const slot_header* h = ctx.lay().hdr(ctx.local(), ctx.worker, p, step);
-      call_desc d;
-      d.count = P::load_relaxed(&h->count);
-      d.meta = P::load_relaxed(&h->meta);
-      ok = ctx.check_peer_call(d, P::load_relaxed(&h->step), p, step) &&
-           B::post(ctx, c.out.base[p] + c.offset, c.src, c.block, ctx.lay().head(ctx.remote(p), ctx.worker, me),
-                   step + 1);
-    }
-    if (ok && c.local_copy && c.block) ok = B::post(ctx, c.out.base[me] + c.offset, c.src, c.block, nullptr, 0);
-    for (int p = 0; p < ctx.world() && ok; ++p)
-      if (receives_from(p))
-        ok = ctx.wait_geq(ctx.lay().head(ctx.local(), ctx.worker, p), step + 1, wait_kind::data, p);
-  }
-  ok = !ctx.g.sync_any(!ok);
-  // finish acknowledges the step on the channels it left unused (a broadcast's), so that later
-  // calls never wait on them
-  return ctx.finish(1) && ok;
+/// Flag values of one round: the epoch in the high half, a hash of the call in the low half.
+inline std::uint64_t ce_value(std::uint64_t epoch, const call_desc& d) {
+  const std::uint64_t h = d.count * 0x9E3779B97F4A7C15ull ^ d.meta;
+  return (epoch << 32) | ((h >> 32) ^ (h & 0xffffffffull));
 }
+
+/// The reduction of one all-reduce round: out[i] = fold over ranks (in rank order) of
+/// (rank == me ? in : scratch[rank])[i], finalized; elements split over the blocks.
+template <class T, class Op>
+struct ce_reduce_work {
+  const T* in;
+  T* out;
+  const T* scratch[max_world];
+  int world, me;
+  std::size_t n;
+  Op op;
+  template <class G>
+  ARK_HD void operator()(G& g, unsigned worker, unsigned workers) const {
+    const std::size_t stride = static_cast<std::size_t>(workers) * g.size();
+    for (std::size_t i = worker * static_cast<std::size_t>(g.size()) + g.thread_rank(); i < n; i += stride) {
+      acc_t<T> acc = to_acc(me == 0 ? in[i] : scratch[0][i]);
+      for (int r = 1; r < world; ++r) acc = op(acc, to_acc(r == me ? in[i] : scratch[r][i]));
+      if constexpr (finalizing_op<Op, T>) acc = op.finalize(acc, world);
+      out[i] = from_acc<T>(acc);
+    }
+  }
+};
 
 } // namespace detail
 } // namespace ark

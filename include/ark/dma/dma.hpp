@@ -18,6 +18,15 @@ struct automatic {
   static constexpr std::uint8_t id = 0;
   static constexpr unsigned depth = default_depth;
 };
+
+/// The copy engine alone moves the bytes, straight into registered recv buffers, ordered by
+/// stream memory operations (collectives/copy_engine.hpp): all_reduce (plus one short reduction
+/// kernel on a bounded number of blocks), all_gather and broadcast. Not a channel backend: it
+/// is a host-API choice, not usable from device code.
+struct copy_engine {
+  static constexpr std::uint8_t id = 5;
+  static constexpr unsigned depth = 1;
+};
 } // namespace dma
 
 static_assert(dma_backend<dma::thread_copy<1>> && dma_backend<dma::ll_packet<8>> &&

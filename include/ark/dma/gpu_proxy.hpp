@@ -18,6 +18,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <mutex>
+#include <utility>
 #include <string>
 #include <thread>
 #include <vector>
@@ -44,6 +46,7 @@ public:
     streams_.assign(n, nullptr);
     for (auto& s : streams_)
       ark::detail::rt::check(ark::detail::rt::stream_create_priority(&s, priority), "create copy-engine stream");
+    ark::detail::rt::check(ark::detail::rt::stream_create(&side_), "create the proxy's release stream");
     stop_.store(false);
     thread_ = std::thread([=, this] { run(engine_host, engine_device, ctl_host, lay); });
   }
@@ -56,6 +59,34 @@ public:
       (void)ark::detail::rt::stream_destroy(s);
     }
     streams_.clear();
+    if (side_) {
+      (void)ark::detail::rt::stream_synchronize(side_);
+      (void)ark::detail::rt::stream_destroy(side_);
+      side_ = nullptr;
+    }
+    std::lock_guard<std::mutex> lock(watch_mutex_);
+    for (auto& w : watches_) {
+      (void)ark::detail::rt::event_destroy(w.begin);
+      (void)ark::detail::rt::event_destroy(w.end);
+    }
+    watches_.clear();
+  }
+
+  /// A copy-engine-only call enqueued on a stream between events `begin` and `end` (stream
+  /// memory operations: nothing for the proxy to issue). If `end` has not completed `timeout_ns`
+  /// after `begin` did, a peer never arrived: the proxy writes the values the call's waits expect
+  /// (`release`), so that the stream moves on instead of hanging, records a timeout as the rank's
+  /// error and raises its abort flag. The proxy destroys the events.
+  struct watch {
+    ark::detail::rt::event_t begin{}, end{};
+    std::uint64_t timeout_ns = 0;
+    std::vector<std::pair<std::uint64_t*, std::uint64_t>> release;
+    std::uint64_t started = 0;
+    bool released = false;
+  };
+  void add_watch(watch w) {
+    std::lock_guard<std::mutex> lock(watch_mutex_);
+    watches_.push_back(std::move(w));
   }
 
   /// Batches of requests issued so far (all workers).
@@ -90,6 +121,7 @@ private:
         batches_.fetch_add(1, std::memory_order_relaxed);
         worked = true;
       }
+      check_watches(ctl);
       // spin while requests come; once idle for a millisecond, poll every 50 us
       if (worked) {
         spins = 0;
@@ -99,6 +131,36 @@ private:
         if (!idle_since) idle_since = now;
         if (now - idle_since > 1000000) std::this_thread::sleep_for(std::chrono::microseconds(50));
       }
+    }
+  }
+
+  void check_watches(control_block* ctl) {
+    namespace rt = ark::detail::rt;
+    std::unique_lock<std::mutex> lock(watch_mutex_, std::try_to_lock);
+    if (!lock.owns_lock() || watches_.empty()) return;
+    const std::uint64_t now = platform::host::now_ns();
+    for (auto it = watches_.begin(); it != watches_.end();) {
+      watch& w = *it;
+      if (!w.started && rt::event_query(w.begin) == rt::success) w.started = now;
+      if (w.started && rt::event_query(w.end) == rt::success) {
+        (void)rt::event_destroy(w.begin);
+        (void)rt::event_destroy(w.end);
+        it = watches_.erase(it);
+        continue;
+      }
+      (void)rt::get_last_error(); // "not ready" is not an error
+      if (w.started && !w.released && now - w.started > w.timeout_ns) {
+        w.released = true;
+        std::atomic_ref<std::uint32_t> code(ctl->err.code);
+        std::uint32_t zero = 0;
+        if (code.compare_exchange_strong(zero, static_cast<std::uint32_t>(errc::timeout))) {
+          ctl->err.peer = -1;
+          ctl->err.what = static_cast<std::uint32_t>(wait_kind::data);
+        }
+        std::atomic_ref<std::uint64_t>(ctl->abort).store(1);
+        for (auto [flag, value] : w.release) (void)rt::stream_write_value(side_, flag, value);
+      }
+      ++it;
     }
   }
 
@@ -119,6 +181,9 @@ private:
 
   int device_ = 0;
   std::vector<ark::detail::rt::stream_t> streams_;
+  ark::detail::rt::stream_t side_{};
+  std::mutex watch_mutex_;
+  std::vector<watch> watches_;
   std::thread thread_;
   std::atomic<bool> stop_{true};
   std::atomic<std::uint64_t> batches_{0};

@@ -71,6 +71,22 @@ inline error_t stream_write_value(stream_t st, std::uint64_t* p, std::uint64_t v
       reinterpret_cast<CUstream>(st), reinterpret_cast<CUdeviceptr>(p), v, 0);
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
+/// Stream-ordered wait until *p == v (no SM involved: the stream's front end polls).
+inline error_t stream_wait_value(stream_t st, const std::uint64_t* p, std::uint64_t v) {
+  static void* fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult status{};
+    if (cudaGetDriverEntryPointByVersion("cuStreamWaitValue64", &f, 12000, cudaEnableDefault, &status) !=
+            cudaSuccess ||
+        status != cudaDriverEntryPointSuccess)
+      return static_cast<void*>(nullptr);
+    return f;
+  }();
+  if (!fn) return cudaErrorNotSupported;
+  const CUresult r = reinterpret_cast<PFN_cuStreamWaitValue64_v11070>(fn)(
+      reinterpret_cast<CUstream>(st), reinterpret_cast<CUdeviceptr>(p), v, CU_STREAM_WAIT_VALUE_EQ);
+  return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+}
 inline error_t stream_destroy(stream_t s) { return cudaStreamDestroy(s); }
 inline error_t stream_synchronize(stream_t s) { return cudaStreamSynchronize(s); }
 inline error_t stream_device(stream_t s, int* d) { return cudaStreamGetDevice(s, d); }
@@ -109,6 +125,9 @@ inline error_t event_destroy(event_t e) { return cudaEventDestroy(e); }
 inline error_t event_record(event_t e, stream_t s) { return cudaEventRecord(e, s); }
 inline error_t event_synchronize(event_t e) { return cudaEventSynchronize(e); }
 inline error_t event_elapsed_ms(float* ms, event_t a, event_t b) { return cudaEventElapsedTime(ms, a, b); }
+inline error_t event_create_untimed(event_t* e) { return cudaEventCreateWithFlags(e, cudaEventDisableTiming); }
+inline error_t event_query(event_t e) { return cudaEventQuery(e); }
+inline constexpr error_t not_ready = cudaErrorNotReady;
 inline error_t multiprocessor_count(int* n, int device) {
   return cudaDeviceGetAttribute(n, cudaDevAttrMultiProcessorCount, device);
 }
@@ -171,6 +190,10 @@ inline error_t memcpy_async(void* d, const void* s, std::size_t n, stream_t st) 
 inline error_t stream_write_value(stream_t st, std::uint64_t* p, std::uint64_t v) {
   return hipStreamWriteValue64(st, p, v, 0);
 }
+/// Stream-ordered wait until *p == v.
+inline error_t stream_wait_value(stream_t st, const std::uint64_t* p, std::uint64_t v) {
+  return hipStreamWaitValue64(st, const_cast<std::uint64_t*>(p), v, hipStreamWaitValueEq);
+}
 inline error_t stream_destroy(stream_t s) { return hipStreamDestroy(s); }
 inline error_t stream_synchronize(stream_t s) { return hipStreamSynchronize(s); }
 inline error_t stream_device(stream_t s, int* d) {
@@ -216,6 +239,9 @@ inline error_t event_destroy(event_t e) { return hipEventDestroy(e); }
 inline error_t event_record(event_t e, stream_t s) { return hipEventRecord(e, s); }
 inline error_t event_synchronize(event_t e) { return hipEventSynchronize(e); }
 inline error_t event_elapsed_ms(float* ms, event_t a, event_t b) { return hipEventElapsedTime(ms, a, b); }
+inline error_t event_create_untimed(event_t* e) { return hipEventCreateWithFlags(e, hipEventDisableTiming); }
+inline error_t event_query(event_t e) { return hipEventQuery(e); }
+inline constexpr error_t not_ready = hipErrorNotReady;
 inline error_t multiprocessor_count(int* n, int device) {
   return hipDeviceGetAttribute(n, hipDeviceAttributeMultiprocessorCount, device);
 }

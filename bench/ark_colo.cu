@@ -16,8 +16,11 @@
 //   ark_colo [--csv FILE] [--quick] [--parts stream,interf,colo]
 #include "ark/ark.hpp"
 
+#if defined(ARK_COMPILER_CUDA) // the GEMM and the baseline: cuBLAS and NCCL (HIP: the stream part only)
 #include <cublas_v2.h>
 #include <nccl.h>
+#define ARK_COLO_VENDOR_LIBS 1
+#endif
 
 #include <algorithm>
 #include <barrier>
@@ -38,6 +41,7 @@ using gpu = ark::platform::gpu;
 using comm_t = ark::communicator<gpu>;
 
 #define CK(x) rt::check((x), #x)
+#if defined(ARK_COLO_VENDOR_LIBS)
 #define CB(x)                                                                                                \
   do {                                                                                                       \
     if ((x) != CUBLAS_STATUS_SUCCESS) throw std::runtime_error("cublas: " #x);                               \
@@ -46,6 +50,7 @@ using comm_t = ark::communicator<gpu>;
   do {                                                                                                       \
     if ((x) != ncclSuccess) throw std::runtime_error("nccl: " #x);                                           \
   } while (0)
+#endif
 
 bool quick = false;
 std::string parts = "stream,interf,colo";
@@ -111,12 +116,18 @@ struct shared {
   int world;
   std::barrier<> sync;
   std::shared_ptr<ark::in_process_group> g_sm, g_ce;
+#if defined(ARK_COLO_VENDOR_LIBS)
   std::vector<ncclComm_t> nccl;
+#endif
   std::vector<row> rows;
   int iters = 0; ///< a loop count every rank must agree on, decided by rank 0
   explicit shared(int w)
       : world(w), sync(w), g_sm(std::make_shared<ark::in_process_group>(w)),
-        g_ce(std::make_shared<ark::in_process_group>(w)), nccl(w) {}
+        g_ce(std::make_shared<ark::in_process_group>(w)) {
+#if defined(ARK_COLO_VENDOR_LIBS)
+    nccl.resize(w);
+#endif
+  }
 };
 
 struct timer {
@@ -158,8 +169,10 @@ public:
     buf_ = gpu::allocate(buf_bytes, rank);
     out_ = gpu::allocate(buf_bytes, rank);
     ce_->register_buffer(out_.ptr, buf_bytes);
+#if defined(ARK_COLO_VENDOR_LIBS)
     CB(cublasCreate(&blas_));
     CB(cublasSetMathMode(blas_, CUBLAS_DEFAULT_MATH));
+#endif
     const std::size_t n = 8192;
     a_ = gpu::allocate(n * n * 2, rank);
     b_ = gpu::allocate(n * n * 2, rank);
@@ -171,20 +184,29 @@ public:
     CK(rt::device_synchronize());
   }
   ~runner() {
+#if defined(ARK_COLO_VENDOR_LIBS)
     cublasDestroy(blas_);
+#endif
     for (auto* m : {&buf_, &out_, &a_, &b_, &c_, &c2_}) gpu::release(*m);
     for (auto s : {coll_, gemm_, infer_}) rt::stream_destroy(s);
   }
 
+#if defined(ARK_COLO_VENDOR_LIBS)
   void nccl_init(ncclUniqueId id) {
     CK(rt::set_device(rank_));
     CN(ncclCommInitRank(&s_.nccl[rank_], s_.world, id, rank_));
   }
 
+#endif
+
   void run_all() {
     if (parts.find("stream") != std::string::npos) stream_part();
+#if defined(ARK_COLO_VENDOR_LIBS)
     if (parts.find("interf") != std::string::npos) interference_part();
     if (parts.find("colo") != std::string::npos) colocation_part();
+#else
+    progress(rank_, "interf and colo need cuBLAS and NCCL: skipped");
+#endif
   }
 
 private:
@@ -197,7 +219,8 @@ private:
   // -- part 1 --
   template <class B>
   double stream_rate(comm_t& c, std::size_t bytes, unsigned workers) {
-    progress(rank_, "stream " + std::to_string(B::id) + " " + std::to_string(bytes) + " x" + std::to_string(workers));
+    progress(rank_, "stream " + std::to_string(B::id) + " " + std::to_string(bytes) + " x" +
+                        std::to_string(workers));
     const std::size_t total = (bytes <= (64 << 10) ? (32 << 20) : (256 << 20)) / (quick ? 4 : 1);
     const int count = static_cast<int>(std::max<std::size_t>(workers * 4, total / bytes));
     message_stream<B> f{buf_.ptr, bytes, count};
@@ -226,17 +249,20 @@ private:
         };
         line("thread_copy", stream_rate<ark::dma::thread_copy<4>>(*sm_, bytes, workers));
         line("ll_packet", stream_rate<ark::dma::ll_packet<4>>(*sm_, bytes, workers));
+#if defined(ARK_COMPILER_CUDA)
         line("tma", stream_rate<ark::dma::tma<4>>(*sm_, bytes, workers));
+#endif
         line("copy_engine(proxy)", stream_rate<ark::dma::proxy_engine<4>>(*ce_, bytes, workers));
       }
   }
 
+#if defined(ARK_COLO_VENDOR_LIBS)
   // -- GEMMs --
   void gemm(rt::stream_t s, int m, int n, int k, void* c) {
     const float alpha = 1.0f, beta = 0.0f;
     CB(cublasSetStream(blas_, s));
-    CB(cublasGemmEx(blas_, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &alpha, a_.ptr, CUDA_R_16BF, m, b_.ptr, CUDA_R_16BF,
-                    k, &beta, c, CUDA_R_16BF, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    CB(cublasGemmEx(blas_, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &alpha, a_.ptr, CUDA_R_16BF, m, b_.ptr,
+                    CUDA_R_16BF, k, &beta, c, CUDA_R_16BF, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   }
 
   // -- part 2 --
@@ -271,7 +297,8 @@ private:
                                                                                   opts(s, 16));
                  }});
     v.push_back({"ark all_reduce tma16", ar, [=, this](rt::stream_t s) {
-                   sm_->all_reduce<ark::algo::two_shot, ark::dma::tma<4>>(in, out, n, ark::op::sum{}, opts(s, 16));
+                   sm_->all_reduce<ark::algo::two_shot, ark::dma::tma<4>>(in, out, n, ark::op::sum{},
+                                                                          opts(s, 16));
                  }});
     v.push_back({"ark all_reduce proxy8", ar, [=, this](rt::stream_t s) {
                    ce_->all_reduce<ark::algo::two_shot, ark::dma::proxy_engine<4>>(in, out, n, ark::op::sum{},
@@ -292,9 +319,8 @@ private:
     v.push_back({"ark all_gather sm16", ag, [=, this](rt::stream_t s) {
                    sm_->all_gather<ark::algo::direct, ark::dma::thread_copy<4>>(in, out, agn, opts(s, 16));
                  }});
-    v.push_back({"ark all_gather ce0", ag, [=, this](rt::stream_t s) {
-                   ce_->all_gather(in, out, agn, opts(s, 0));
-                 }});
+    v.push_back(
+        {"ark all_gather ce0", ag, [=, this](rt::stream_t s) { ce_->all_gather(in, out, agn, opts(s, 0)); }});
     return v;
   }
 
@@ -356,7 +382,8 @@ private:
       tc.stop(coll_);
       const double g = tg.ms() / gemms, c = tc.ms() / iters;
       sync_all();
-      const double bus_alone = bytes * v.bus_factor / (alone * 1e6), bus_beside = bytes * v.bus_factor / (c * 1e6);
+      const double bus_alone = bytes * v.bus_factor / (alone * 1e6),
+                   bus_beside = bytes * v.bus_factor / (c * 1e6);
       if (rank_ == 0)
         std::printf("%-22s %10.3f %10.1f %9.3f %12.1f %12.1f %8.0f\n", v.name.c_str(), alone, bus_alone, g,
                     100.0 * (g / gemm_alone - 1), bus_beside, 100.0 * bus_beside / bus_alone);
@@ -369,10 +396,11 @@ private:
     const std::size_t grad = 128 << 20;
     const int train_iters = quick ? 5 : 20, infer_iters = quick ? 20 : 80;
     if (rank_ == 0)
-      std::printf("\n== co-location: train (GEMM 4096^3 + all-reduce %zu MB) x %d and infer (GEMM 256x8192x8192 "
-                  "x 4) x %d\n%-22s %10s %10s %12s %12s %8s\n",
-                  grad >> 20, train_iters, infer_iters, "all-reduce", "train_ms", "infer_ms", "back2back", "colocated",
-                  "ratio");
+      std::printf(
+          "\n== co-location: train (GEMM 4096^3 + all-reduce %zu MB) x %d and infer (GEMM 256x8192x8192 "
+          "x 4) x %d\n%-22s %10s %10s %12s %12s %8s\n",
+          grad >> 20, train_iters, infer_iters, "all-reduce", "train_ms", "infer_ms", "back2back",
+          "colocated", "ratio");
     for (const variant& v : variants(grad)) {
       if (v.name.find("all_reduce") == std::string::npos) continue;
       progress(rank_, "colo " + v.name);
@@ -405,18 +433,23 @@ private:
         infer();
       });
       if (rank_ == 0)
-        std::printf("%-22s %10.2f %10.2f %12.2f %12.2f %8.2f\n", v.name.c_str(), t_train, t_infer, t_train + t_infer,
-                    t_both, t_both / (t_train + t_infer));
-      record("colo", v.name, grad, {t_train, t_infer, t_train + t_infer, t_both, t_both / (t_train + t_infer)});
+        std::printf("%-22s %10.2f %10.2f %12.2f %12.2f %8.2f\n", v.name.c_str(), t_train, t_infer,
+                    t_train + t_infer, t_both, t_both / (t_train + t_infer));
+      record("colo", v.name, grad,
+             {t_train, t_infer, t_train + t_infer, t_both, t_both / (t_train + t_infer)});
     }
   }
+
+#endif
 
   shared& s_;
   int rank_;
   std::unique_ptr<comm_t> sm_, ce_;
   rt::stream_t coll_{}, gemm_{}, infer_{};
   gpu::memory buf_, out_, a_, b_, c_, c2_;
+#if defined(ARK_COLO_VENDOR_LIBS)
   cublasHandle_t blas_{};
+#endif
 };
 
 } // namespace
@@ -425,9 +458,12 @@ int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   std::string csv = "ark_colo.csv";
   for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--quick")) quick = true;
-    else if (!std::strcmp(argv[i], "--parts") && i + 1 < argc) parts = argv[++i];
-    else if (!std::strcmp(argv[i], "--csv") && i + 1 < argc) csv = argv[++i];
+    if (!std::strcmp(argv[i], "--quick"))
+      quick = true;
+    else if (!std::strcmp(argv[i], "--parts") && i + 1 < argc)
+      parts = argv[++i];
+    else if (!std::strcmp(argv[i], "--csv") && i + 1 < argc)
+      csv = argv[++i];
   }
   const int world = gpu::device_count();
   if (world < 2) {
@@ -435,8 +471,10 @@ int main(int argc, char** argv) {
     return 0;
   }
   shared s(world);
+#if defined(ARK_COLO_VENDOR_LIBS)
   ncclUniqueId id;
   CN(ncclGetUniqueId(&id));
+#endif
   std::vector<std::unique_ptr<runner>> runners(world);
   std::vector<std::thread> threads;
   std::vector<std::string> errors(world);
@@ -445,7 +483,9 @@ int main(int argc, char** argv) {
       try {
         runners[r] = std::make_unique<runner>(s, r);
         s.sync.arrive_and_wait();
+#if defined(ARK_COLO_VENDOR_LIBS)
         runners[r]->nccl_init(id);
+#endif
         s.sync.arrive_and_wait();
         runners[r]->run_all();
         s.sync.arrive_and_wait();
@@ -458,7 +498,9 @@ int main(int argc, char** argv) {
       }
     });
   for (auto& t : threads) t.join();
+#if defined(ARK_COLO_VENDOR_LIBS)
   for (auto c : s.nccl) ncclCommDestroy(c);
+#endif
   std::ofstream f(csv);
   f << "part,variant,bytes,v0,v1,v2,v3,v4\n";
   for (const auto& r : s.rows) {

@@ -25,8 +25,8 @@ TEST_CASE("plan: reported before the call, SM budget caps blocks, copy-engine-on
   basic_world<host> w(2);
   w.run([&](comm_t& c, int) {
     ark::call_options<host> o;
-    const auto free_plan = c.plan<ark::collective::all_reduce, ark::algo::ring, ark::dma::thread_copy<2>, float>(
-        1 << 20, o);
+    const auto free_plan =
+        c.plan<ark::collective::all_reduce, ark::algo::ring, ark::dma::thread_copy<2>, float>(1 << 20, o);
     CHECK(free_plan.ctas == 3); // 4 MB over 4 KB per worker, capped by team_config.workers
     CHECK(free_plan.algorithm == ark::algo::ring::id);
     CHECK(free_plan.backend == ark::dma::thread_copy<2>::id);
@@ -34,20 +34,23 @@ TEST_CASE("plan: reported before the call, SM budget caps blocks, copy-engine-on
     CHECK(free_plan.scratch_bytes > 0);
     CHECK(free_plan.scratch_bytes <= c.scratch_bytes());
     o.max_ctas = 2;
-    const auto capped = c.plan<ark::collective::all_reduce, ark::algo::ring, ark::dma::thread_copy<2>, float>(
-        1 << 20, o);
+    const auto capped =
+        c.plan<ark::collective::all_reduce, ark::algo::ring, ark::dma::thread_copy<2>, float>(1 << 20, o);
     CHECK(capped.ctas == 2);
     CHECK(capped.scratch_bytes * 3 == free_plan.scratch_bytes * 2);
     o.max_ctas = 0;
-    const auto ce = c.plan<ark::collective::all_gather, ark::algo::direct, ark::dma::automatic, float>(1000, o);
+    const auto ce =
+        c.plan<ark::collective::all_gather, ark::algo::direct, ark::dma::automatic, float>(1000, o);
     CHECK(ce.copy_engine_only);
     CHECK(ce.ctas == 1);
     CHECK(ce.backend == ark::dma::copy_engine::id);
-    CHECK_THROWS_AS((c.plan<ark::collective::all_reduce, ark::algo::automatic, ark::dma::automatic, float>(10, o)),
-                    ark::invalid_argument);
+    CHECK_THROWS_AS(
+        (c.plan<ark::collective::all_reduce, ark::algo::automatic, ark::dma::automatic, float>(10, o)),
+        ark::invalid_argument);
     o.max_ctas = -2;
-    CHECK_THROWS_AS((c.plan<ark::collective::all_reduce, ark::algo::automatic, ark::dma::automatic, float>(10, o)),
-                    ark::invalid_argument);
+    CHECK_THROWS_AS(
+        (c.plan<ark::collective::all_reduce, ark::algo::automatic, ark::dma::automatic, float>(10, o)),
+        ark::invalid_argument);
   });
 }
 
@@ -62,7 +65,8 @@ TEST_CASE("max_ctas: an all-reduce under an SM budget is still exact") {
         std::vector<std::int32_t> out(n, -7);
         ark::call_options<host> o;
         o.max_ctas = budget;
-        c.all_reduce<ark::algo::two_shot, ark::dma::thread_copy<4>>(in.data(), out.data(), n, ark::op::sum{}, o);
+        c.all_reduce<ark::algo::two_shot, ark::dma::thread_copy<4>>(in.data(), out.data(), n, ark::op::sum{},
+                                                                    o);
         for (std::size_t i = 0; i < n; ++i) {
           std::int32_t want = 0;
           for (int r = 0; r < world; ++r) want += pattern(n, r, budget)[i];
@@ -99,7 +103,8 @@ TEST_CASE("copy engine only: all_gather and broadcast into registered buffers, e
             const auto theirs = pattern(n, q, call);
             for (std::size_t i = 0; i < n; ++i) bad[rank] += out[q * n + i] != theirs[i];
           }
-          for (std::size_t i = n * world; i < out.size(); ++i) bad[rank] += out[i] != -1; // nothing past the end
+          for (std::size_t i = n * world; i < out.size(); ++i)
+            bad[rank] += out[i] != -1; // nothing past the end
           // an ordinary call in between: the channels stay consistent
           std::vector<std::int32_t> s(n + 5, rank + 1), r(n + 5);
           c.all_reduce(s.data(), r.data(), n + 5);
@@ -220,7 +225,8 @@ TEST_CASE("copy engine all_reduce: its plan, and clear errors before anything mo
     CHECK(p.scratch_bytes > 0);
     o.max_ctas = 1;
     CHECK(c.plan<ark::collective::all_reduce, ark::algo::automatic, ce, float>(1 << 20, o).ctas == 1);
-    CHECK_THROWS_AS((c.all_reduce<ark::algo::automatic, ce>(in.data(), out.data(), 100)), ark::invalid_argument);
+    CHECK_THROWS_AS((c.all_reduce<ark::algo::automatic, ce>(in.data(), out.data(), 100)),
+                    ark::invalid_argument);
     CHECK(out[0] == -1.0f);
     c.register_buffer(out.data(), out.size() * sizeof(float));
     o.max_ctas = 0;

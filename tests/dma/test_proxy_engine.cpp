@@ -74,8 +74,8 @@ TEST_CASE("proxy_engine: posts return at once, at most Depth are in flight, comp
   service.stop();
 }
 
-TEST_CASE_TEMPLATE("proxy_engine: all_reduce, every algorithm, depth, dtype, world and size", T, float, double,
-                   ark::fp16, ark::bf16, std::int32_t, std::int64_t, std::uint8_t) {
+TEST_CASE_TEMPLATE("proxy_engine: all_reduce, every algorithm, depth, dtype, world and size", T, float,
+                   double, ark::fp16, ark::bf16, std::int32_t, std::int64_t, std::uint8_t) {
   run_matrix<ark::collective::all_reduce, T>(
       type_list<ark::algo::one_shot, ark::algo::two_shot, ark::algo::ring>{},
       all_depths<ark::dma::proxy_engine>{}, type_list<ark::op::sum>{});

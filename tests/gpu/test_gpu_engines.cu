@@ -74,19 +74,19 @@ TEST_CASE("gpu proxy_engine: the other collectives, ops and dtypes") {
                                                         type_list<ark::dma::proxy_engine<2>>{}, all_ops{});
   engine_matrix<ark::collective::reduce_scatter, float>(type_list<ark::algo::direct, ark::algo::ring>{},
                                                         type_list<ark::dma::proxy_engine<4>>{}, sum_only{});
-  engine_matrix<ark::collective::all_gather, std::int64_t>(type_list<ark::algo::direct, ark::algo::ring>{},
-                                                           type_list<ark::dma::proxy_engine<1>>{}, sum_only{});
+  engine_matrix<ark::collective::all_gather, std::int64_t>(
+      type_list<ark::algo::direct, ark::algo::ring>{}, type_list<ark::dma::proxy_engine<1>>{}, sum_only{});
   engine_matrix<ark::collective::broadcast, double>(type_list<ark::algo::direct>{},
                                                     type_list<ark::dma::proxy_engine<8>>{}, sum_only{});
-  engine_matrix<ark::collective::reduce, std::int32_t>(type_list<ark::algo::direct>{},
-                                                       type_list<ark::dma::proxy_engine<2>>{},
-                                                       type_list<ark::op::max>{});
+  engine_matrix<ark::collective::reduce, std::int32_t>(
+      type_list<ark::algo::direct>{}, type_list<ark::dma::proxy_engine<2>>{}, type_list<ark::op::max>{});
 }
 
 #if !defined(ARK_HIP_COMPILE_CHECK) // TMA is NVIDIA sm_90 only: a compile-time error elsewhere
 TEST_CASE("gpu tma: every all-reduce algorithm and depth") {
   ARK_REQUIRE_GPUS(1);
-  engine_matrix<ark::collective::all_reduce, float>(all_reduce_algos{}, all_depths<ark::dma::tma>{}, sum_only{});
+  engine_matrix<ark::collective::all_reduce, float>(all_reduce_algos{}, all_depths<ark::dma::tma>{},
+                                                    sum_only{});
 }
 
 TEST_CASE("gpu tma: the other collectives, ops and dtypes") {
@@ -97,8 +97,8 @@ TEST_CASE("gpu tma: the other collectives, ops and dtypes") {
                                                         type_list<ark::dma::tma<4>>{}, sum_only{});
   engine_matrix<ark::collective::all_gather, std::uint8_t>(type_list<ark::algo::direct, ark::algo::ring>{},
                                                            type_list<ark::dma::tma<8>>{}, sum_only{});
-  engine_matrix<ark::collective::broadcast, double>(type_list<ark::algo::direct>{}, type_list<ark::dma::tma<1>>{},
-                                                    sum_only{});
+  engine_matrix<ark::collective::broadcast, double>(type_list<ark::algo::direct>{},
+                                                    type_list<ark::dma::tma<1>>{}, sum_only{});
 }
 
 TEST_CASE("gpu tma: a peer that never joins is a timeout") {
@@ -133,8 +133,10 @@ TEST_CASE("gpu copy engine only (max_ctas = 0): all_gather and broadcast into re
           gpu::copy(out.mem.ptr, host.data(), host.size() * 4);
           const auto mine = pattern(n, rank, call);
           auto* o = out.as<std::int32_t>();
-          if (in_place) gpu::copy(o + rank * n, mine.data(), n * 4);
-          else gpu::copy(src.mem.ptr, mine.data(), n * 4);
+          if (in_place)
+            gpu::copy(o + rank * n, mine.data(), n * 4);
+          else
+            gpu::copy(src.mem.ptr, mine.data(), n * 4);
           for (int rep = 0; rep < 2; ++rep) // repeated: the second call must find the channels ready
             c.all_gather(in_place ? o + rank * n : src.as<std::int32_t>(), o, n, ce);
           c.synchronize();
@@ -183,7 +185,8 @@ TEST_CASE("gpu copy engine only: a peer that never joins is a timeout error, the
     ark::call_options<gpu> o;
     o.max_ctas = 0;
     o.timeout = 300ms;
-    CHECK(c.plan<ark::collective::all_gather, ark::algo::direct, ark::dma::automatic, float>(1024, o).ctas == 0);
+    CHECK(c.plan<ark::collective::all_gather, ark::algo::direct, ark::dma::automatic, float>(1024, o).ctas ==
+          0);
     const auto t0 = std::chrono::steady_clock::now();
     try {
       c.all_gather(in.as<float>(), out.as<float>(), 1024, o);
@@ -221,8 +224,8 @@ TEST_CASE("gpu copy engine all_reduce: bytes on the copy engine, a bounded reduc
             gpu::copy(in_place ? out.mem.ptr : in.mem.ptr, mine.data(), n * 4);
             ark::call_options<gpu> opt;
             opt.max_ctas = budget;
-            c.all_reduce<ark::algo::automatic, ark::dma::copy_engine>(in_place ? o : in.as<std::int32_t>(), o, n,
-                                                                      ark::op::sum{}, opt);
+            c.all_reduce<ark::algo::automatic, ark::dma::copy_engine>(in_place ? o : in.as<std::int32_t>(), o,
+                                                                      n, ark::op::sum{}, opt);
             c.synchronize();
             std::vector<std::int32_t> got(max_n);
             gpu::copy(got.data(), out.mem.ptr, max_n * 4);
@@ -230,8 +233,9 @@ TEST_CASE("gpu copy engine all_reduce: bytes on the copy engine, a bounded reduc
             for (int r = 0; r < world; ++r) all.push_back(pattern(n, r, call));
             for (std::size_t i = 0; i < n; ++i) {
               std::int32_t want = 0;
-              for (int r = 0; r < world; ++r) want = static_cast<std::int32_t>(static_cast<std::uint32_t>(want) +
-                                                                               static_cast<std::uint32_t>(all[r][i]));
+              for (int r = 0; r < world; ++r)
+                want = static_cast<std::int32_t>(static_cast<std::uint32_t>(want) +
+                                                 static_cast<std::uint32_t>(all[r][i]));
               bad[rank] += got[i] != want;
             }
             for (std::size_t i = n; i < max_n; ++i) bad[rank] += got[i] != -3;
@@ -252,12 +256,14 @@ TEST_CASE("gpu SM budget: max_ctas caps the blocks of an engine all-reduce, resu
       for (int budget : {1, 3}) {
         ark::call_options<gpu> o;
         o.max_ctas = budget;
-        CHECK(c.plan<ark::collective::all_reduce, ark::algo::two_shot, ark::dma::proxy_engine<4>, std::int32_t>(n, o)
-                  .ctas == static_cast<unsigned>(budget));
+        CHECK(
+            c.plan<ark::collective::all_reduce, ark::algo::two_shot, ark::dma::proxy_engine<4>, std::int32_t>(
+                 n, o)
+                .ctas == static_cast<unsigned>(budget));
         const auto v = pattern(n, rank, budget);
         gpu::copy(d.mem.ptr, v.data(), n * 4);
-        c.all_reduce<ark::algo::two_shot, ark::dma::proxy_engine<4>>(d.as<std::int32_t>(), d.as<std::int32_t>(), n,
-                                                                    ark::op::sum{}, o);
+        c.all_reduce<ark::algo::two_shot, ark::dma::proxy_engine<4>>(
+            d.as<std::int32_t>(), d.as<std::int32_t>(), n, ark::op::sum{}, o);
         c.synchronize();
         std::vector<std::int32_t> got(n);
         gpu::copy(got.data(), d.mem.ptr, n * 4);

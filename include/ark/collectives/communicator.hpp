@@ -186,7 +186,8 @@ public:
     }
     control_ = P::allocate_control(detail::engine_offset + team_.lay.engine_bytes());
     team_.ctl = static_cast<control_block*>(control_.device_ptr);
-    if (team_.lay.has_staging()) team_.engine = static_cast<std::byte*>(control_.device_ptr) + detail::engine_offset;
+    if (team_.lay.has_staging())
+      team_.engine = static_cast<std::byte*>(control_.device_ptr) + detail::engine_offset;
     stream_ = P::create_stream(cfg_.device, cfg_.stream_priority);
 
     // Exchange where every region lives, and check that every rank configured the same layout.
@@ -209,11 +210,11 @@ public:
     }
     if (team_.lay.has_staging()) {
       auto* engine_host = static_cast<std::byte*>(control_.host_ptr) + detail::engine_offset;
-      if constexpr (std::is_same_v<P, platform::host>)
-        engine_.start(engine_host, team_.lay);
+      if constexpr (std::is_same_v<P, platform::host>) engine_.start(engine_host, team_.lay);
 #if defined(ARK_GPU_COMPILER)
       else if constexpr (std::is_same_v<P, platform::gpu>)
-        engine_.start(engine_host, team_.engine, control_host(), team_.lay, cfg_.device, cfg_.stream_priority);
+        engine_.start(engine_host, team_.engine, control_host(), team_.lay, cfg_.device,
+                      cfg_.stream_priority);
 #endif
     }
     boot_->barrier();
@@ -270,8 +271,9 @@ public:
   /// In place when out == in + rank * count.
   template <class A = algo::automatic, class B = dma::automatic, element T, class Op = op::sum>
   void reduce_scatter(const T* in, T* out, std::size_t count, Op op = {}, const call_options<P>& o = {}) {
-    static_assert(!std::is_same_v<B, dma::copy_engine>, "ark: dma::copy_engine offers all_reduce, all_gather and "
-                                                        "broadcast");
+    static_assert(!std::is_same_v<B, dma::copy_engine>,
+                  "ark: dma::copy_engine offers all_reduce, all_gather and "
+                  "broadcast");
     check_elements<T>("reduce_scatter", count, world());
     check_buffer("reduce_scatter", "send buffer", in, count * world());
     check_buffer("reduce_scatter", "recv buffer", out, count);
@@ -287,8 +289,8 @@ public:
     check_buffer("all_gather", "recv buffer", out, count * world());
     check_overlap("all_gather", in, count, out, count * world(), in == out + rank() * count);
     if (o.max_ctas == 0 || std::is_same_v<B, dma::copy_engine>)
-      return ce_gather<collective::all_gather>("all_gather", in, out, count, count * world(), rank() * count, -1,
-                                               in != out + rank() * count, o);
+      return ce_gather<collective::all_gather>("all_gather", in, out, count, count * world(), rank() * count,
+                                               -1, in != out + rank() * count, o);
     if constexpr (!std::is_same_v<B, dma::copy_engine>)
       run<collective::all_gather, A, B>("all_gather", in, out, count, 0, op::sum{}, o);
   }
@@ -311,8 +313,9 @@ public:
   /// root's out = in reduced over all ranks.
   template <class B = dma::automatic, element T, class Op = op::sum>
   void reduce(const T* in, T* out, std::size_t count, int root, Op op = {}, const call_options<P>& o = {}) {
-    static_assert(!std::is_same_v<B, dma::copy_engine>, "ark: dma::copy_engine offers all_reduce, all_gather and "
-                                                        "broadcast");
+    static_assert(!std::is_same_v<B, dma::copy_engine>,
+                  "ark: dma::copy_engine offers all_reduce, all_gather and "
+                  "broadcast");
     check_elements<T>("reduce", count, 1);
     check_root("reduce", root);
     check_buffer("reduce", "send buffer", in, count);
@@ -430,15 +433,18 @@ public:
     constexpr bool ce = std::is_same_v<B, dma::copy_engine>;
     if (ce && K == collective::all_reduce) {
       if (!team_.lay.has_staging())
-        detail::throw_invalid(call, "dma::copy_engine needs the copy engine's proxy (team_config.staging = true)");
+        detail::throw_invalid(call,
+                              "dma::copy_engine needs the copy engine's proxy (team_config.staging = true)");
       if (o.max_ctas == 0)
-        detail::throw_invalid(call, "max_ctas = 0: all_reduce reduces on the SMs; give it at least one block");
+        detail::throw_invalid(call,
+                              "max_ctas = 0: all_reduce reduces on the SMs; give it at least one block");
       p.algorithm = algo::two_shot::id;
       p.backend = dma::copy_engine::id;
       const std::size_t chunk = div_up(count, static_cast<std::size_t>(world())) * sizeof(T);
       p.ctas = select_workers(chunk, team_.lay.workers, cfg_.tuning, false);
       if (o.workers) p.ctas = o.workers;
-      if (o.max_ctas > 0 && p.ctas > static_cast<unsigned>(o.max_ctas)) p.ctas = static_cast<unsigned>(o.max_ctas);
+      if (o.max_ctas > 0 && p.ctas > static_cast<unsigned>(o.max_ctas))
+        p.ctas = static_cast<unsigned>(o.max_ctas);
       p.threads = cfg_.tuning.threads;
       p.scratch_bytes = world() > 1 ? static_cast<std::size_t>(team_.lay.ce_scratch_bytes()) * world() : 0;
       return p;
@@ -448,7 +454,8 @@ public:
         detail::throw_invalid(call, "max_ctas = 0 (copy engine only) is for all_gather and broadcast; this "
                                     "collective reduces on the SMs: give it at least one block");
       if (!team_.lay.has_staging())
-        detail::throw_invalid(call, "max_ctas = 0 needs the copy engine's queues (team_config.staging = true)");
+        detail::throw_invalid(call,
+                              "max_ctas = 0 needs the copy engine's queues (team_config.staging = true)");
       p.algorithm = algo::direct::id;
       // GPUs: no kernel at all (stream memory operations and copies); the host model runs a
       // one-thread worker that posts to its engine
@@ -468,17 +475,18 @@ public:
       p.backend = ll ? dma::ll_packet<1>::id : dma::thread_copy<1>::id;
     }
     unsigned workers = o.workers ? o.workers : select_workers(bytes, team_.lay.workers, cfg_.tuning, ll);
-    if (o.max_ctas > 0 && workers > static_cast<unsigned>(o.max_ctas)) workers = static_cast<unsigned>(o.max_ctas);
+    if (o.max_ctas > 0 && workers > static_cast<unsigned>(o.max_ctas))
+      workers = static_cast<unsigned>(o.max_ctas);
     if (workers > team_.lay.workers)
       detail::throw_invalid(call, "workers " + std::to_string(workers) + " exceeds team_config.workers " +
                                       std::to_string(team_.lay.workers));
     p.ctas = workers;
     p.threads = cfg_.tuning.threads;
     const layout& l = team_.lay;
-    p.scratch_bytes = static_cast<std::size_t>(workers) * l.world *
-                      (3 * layout::flag_stride +
-                       l.slots * (sizeof(slot_header) + (ll ? l.ll_slot_stride : l.slot_bytes) +
-                                  (engine ? l.slot_bytes : 0)));
+    p.scratch_bytes =
+        static_cast<std::size_t>(workers) * l.world *
+        (3 * layout::flag_stride + l.slots * (sizeof(slot_header) + (ll ? l.ll_slot_stride : l.slot_bytes) +
+                                              (engine ? l.slot_bytes : 0)));
     return p;
   }
 
@@ -515,8 +523,9 @@ private:
       if constexpr (!P::synchronous_launch) {
         namespace rt = detail::rt;
         if (rt::is_capturing(s_))
-          detail::throw_invalid(call, "the copy-engine path cannot be captured in a CUDA graph (its flags carry "
-                                      "a per-call epoch): call it eagerly");
+          detail::throw_invalid(call,
+                                "the copy-engine path cannot be captured in a CUDA graph (its flags carry "
+                                "a per-call epoch): call it eagerly");
         int device = 0;
         rt::check(rt::stream_device(s_, &device), "find the stream's device");
         rt::check(rt::set_device(device), "set device");
@@ -561,7 +570,8 @@ private:
           const bool abort = std::atomic_ref<std::uint64_t>(c_.control_host()->abort).load() != 0;
           if (abort || P::now_ns() - start > timeout_ns_) {
             record_error<P>(c_.team_.ctl, abort ? errc::aborted : errc::timeout,
-                            static_cast<std::uint32_t>(wait_kind::data), peer, 0, 0, v, P::load_acquire(flag));
+                            static_cast<std::uint32_t>(wait_kind::data), peer, 0, 0, v,
+                            P::load_acquire(flag));
             raise(c_.control_host()->err, c_.rank(), call_);
           }
         }
@@ -599,8 +609,9 @@ private:
   window_view recv_window(const char* call, T* out, std::size_t out_count) const {
     const window_view* w = find_window(out, out_count * sizeof(T));
     if (!w)
-      detail::throw_invalid(call, "the copy-engine path writes straight into the peers' recv buffers: register "
-                                  "the recv buffer first (register_buffer)");
+      detail::throw_invalid(call,
+                            "the copy-engine path writes straight into the peers' recv buffers: register "
+                            "the recv buffer first (register_buffer)");
     window_view v = *w;
     const std::size_t shift = reinterpret_cast<const std::byte*>(out) - w->base[rank()];
     for (int r = 0; r < world(); ++r) v.base[r] += shift;
@@ -643,7 +654,8 @@ private:
   template <class T, class Op>
   void ce_all_reduce(const char* call, const T* in, T* out, std::size_t count, const Op& op,
                      const call_options<P>& o) {
-    static_assert(reduce_op<Op, T>, "ark: Op is not a reduction operator for T (see ark/concepts/reduce_op.hpp)");
+    static_assert(reduce_op<Op, T>,
+                  "ark: Op is not a reduction operator for T (see ark/concepts/reduce_op.hpp)");
     check_usable(call);
     const call_plan plan_ = plan<collective::all_reduce, algo::two_shot, dma::copy_engine, T>(count, o);
     if (!count) return;
@@ -651,9 +663,9 @@ private:
     const int W = world(), me = rank();
     const layout& l = team_.lay;
     std::byte* local = team_.base[me];
-    const call_desc d = call_desc::make(collective::all_reduce, algo::two_shot::id,
-                                        static_cast<std::uint8_t>(dtype_of<T>), op_id<Op>, dma::copy_engine::id, 0,
-                                        0, count);
+    const call_desc d =
+        call_desc::make(collective::all_reduce, algo::two_shot::id, static_cast<std::uint8_t>(dtype_of<T>),
+                        op_id<Op>, dma::copy_engine::id, 0, 0, count);
     ce_ops ops(*this, call, o);
     if (W == 1) {
       if (in != out) ops.copy(out, in, count * sizeof(T));

@@ -9,8 +9,9 @@
 // neither the receiver's flag nor the sender's completion counter ever needs the CPU again: the
 // proxy only issues. Worker w's requests go to stream w % streams (up to 16 streams, so that
 // the GPU's copy engines run several copies at once), in order, so a channel's flags only grow;
-// the completion counter is written once per batch of requests the proxy found together. ARK's hardware engine made this hop unnecessary; on stock GPUs it is the
-// portable path (CUDA and HIP alike; MSCCL++'s port channel and ARK's software path do the same).
+// the completion counter is written once per batch of requests the proxy found together. ARK's hardware
+// engine made this hop unnecessary; on stock GPUs it is the portable path (CUDA and HIP alike; MSCCL++'s port
+// channel and ARK's software path do the same).
 #pragma once
 
 #include "ark/platform/gpu.hpp"
@@ -45,7 +46,8 @@ public:
     const unsigned n = lay.workers < max_streams ? lay.workers : max_streams;
     streams_.assign(n, nullptr);
     for (auto& s : streams_)
-      ark::detail::rt::check(ark::detail::rt::stream_create_priority(&s, priority), "create copy-engine stream");
+      ark::detail::rt::check(ark::detail::rt::stream_create_priority(&s, priority),
+                             "create copy-engine stream");
     ark::detail::rt::check(ark::detail::rt::stream_create(&side_), "create the proxy's release stream");
     stop_.store(false);
     thread_ = std::thread([=, this] { run(engine_host, engine_device, ctl_host, lay); });
@@ -109,7 +111,8 @@ private:
         for (; next[w] < posted && e == rt::success; ++next[w]) {
           const engine_request r = lay.requests(host, w)[next[w] % lay.queue_capacity];
           if (r.dst && r.bytes)
-            e = rt::memcpy_async(reinterpret_cast<void*>(r.dst), reinterpret_cast<const void*>(r.src), r.bytes, s);
+            e = rt::memcpy_async(reinterpret_cast<void*>(r.dst), reinterpret_cast<const void*>(r.src),
+                                 r.bytes, s);
           if (e == rt::success && r.flag)
             e = rt::stream_write_value(s, reinterpret_cast<std::uint64_t*>(r.flag), r.value);
         }

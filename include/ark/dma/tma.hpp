@@ -101,7 +101,8 @@ private:
     __shared__ std::uint64_t bars[Depth];
     auto* d = static_cast<std::byte*>(dst);
     const auto* s = static_cast<const std::byte*>(src);
-    const bool aligned = ((reinterpret_cast<std::uintptr_t>(d) | reinterpret_cast<std::uintptr_t>(s)) & 15) == 0;
+    const bool aligned =
+        ((reinterpret_cast<std::uintptr_t>(d) | reinterpret_cast<std::uintptr_t>(s)) & 15) == 0;
     const std::size_t bulk = aligned ? bytes / 16 * 16 : 0;
     const std::size_t n = div_up(bulk, chunk_bytes);
     auto size = [&](std::size_t i) {
@@ -119,7 +120,8 @@ private:
         if (i + 1 < n) {
           // buffer (i + 1) % Depth was last read by store i + 1 - Depth: at most Depth - 1 pending
           ark::detail::sm90::wait_reads<Depth - 1>();
-          ark::detail::sm90::load(buf[(i + 1) % Depth], s + (i + 1) * chunk_bytes, size(i + 1), &bars[(i + 1) % Depth]);
+          ark::detail::sm90::load(buf[(i + 1) % Depth], s + (i + 1) * chunk_bytes, size(i + 1),
+                                  &bars[(i + 1) % Depth]);
         }
       }
       ark::detail::sm90::wait_writes();

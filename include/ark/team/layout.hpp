@@ -125,8 +125,8 @@ struct layout {
   }
   /// Worker w's engine queue in a rank's engine memory (engine_bytes() of it).
   ARK_HD engine_queue* queue(std::byte* engine, unsigned w) const {
-    return reinterpret_cast<engine_queue*>(engine +
-                                           w * (sizeof(engine_queue) + queue_capacity * sizeof(engine_request)));
+    return reinterpret_cast<engine_queue*>(
+        engine + w * (sizeof(engine_queue) + queue_capacity * sizeof(engine_request)));
   }
   ARK_HD engine_request* requests(std::byte* engine, unsigned w) const {
     return reinterpret_cast<engine_request*>(queue(engine, w) + 1);

@@ -27,26 +27,31 @@ __device__ inline std::uint32_t smem(const void* p) {
 __device__ inline void mbarrier_init(std::uint64_t* bar) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem(bar)) : "memory");
 }
-__device__ inline void fence_mbarrier_init() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
+__device__ inline void fence_mbarrier_init() {
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
 /// Orders this thread's (and, through a preceding barrier, its block's) ordinary memory accesses
 /// with the bulk copies it issues afterwards, and the other way round.
 __device__ inline void fence_proxy_async() { asm volatile("fence.proxy.async;" ::: "memory"); }
 /// Bulk copy global -> shared; completes `bytes` transaction bytes on `bar`.
 __device__ inline void load(void* dst_smem, const void* src, std::uint32_t bytes, std::uint64_t* bar) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem(bar)), "r"(bytes) : "memory");
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                   smem(dst_smem)),
-               "l"(src), "r"(bytes), "r"(smem(bar))
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem(bar)), "r"(bytes)
                : "memory");
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+          smem(dst_smem)),
+      "l"(src), "r"(bytes), "r"(smem(bar))
+      : "memory");
 }
 /// Waits until phase `parity` of `bar` completed (its load landed in shared memory).
 __device__ inline void wait(std::uint64_t* bar, std::uint32_t parity) {
   std::uint32_t done = 0;
   while (!done)
-    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-                 : "=r"(done)
-                 : "r"(smem(bar)), "r"(parity)
-                 : "memory");
+    asm volatile(
+        "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+        : "=r"(done)
+        : "r"(smem(bar)), "r"(parity)
+        : "memory");
 }
 /// Bulk copy shared -> global, as a bulk group of its own.
 __device__ inline void store(void* dst, const void* src_smem, std::uint32_t bytes) {

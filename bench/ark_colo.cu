@@ -7,7 +7,8 @@
 //            on another: GEMM slowdown and the collective's busbw, alone and together, for each
 //            ark variant (thread copies with and without an SM budget, TMA, the copy engine through
 //            the proxy, dma::copy_engine with its reduction kernel bounded or not, the
-//            kernel-free all-gather) and NCCL;
+//            copy-engine-only all-gather) and NCCL; with --parts ...,probe also the stream operations
+//            the copy-engine path is made of (copies, flag writes, stream waits), one by one;
 //   colo     a training-like loop (GEMM 4096^3 + all-reduce of 128 MB of gradients, in order on
 //            one stream) and an inference-like loop (GEMMs 256 x 8192 x 8192) on a second, high
 //            priority stream: makespan co-located over makespan back to back, per backend.
@@ -26,6 +27,7 @@
 #include <barrier>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -178,6 +180,7 @@ public:
     b_ = gpu::allocate(n * n * 2, rank);
     c_ = gpu::allocate(n * n * 2, rank);
     c2_ = gpu::allocate(n * n * 2, rank);
+    flag_ = gpu::allocate(256, rank);
     CK(rt::memset(a_.ptr, 0x3c, n * n * 2)); // bf16 ~ 0.0115: finite products
     CK(rt::memset(b_.ptr, 0x3c, n * n * 2));
     CK(rt::memset(buf_.ptr, 0, buf_bytes));
@@ -187,7 +190,7 @@ public:
 #if defined(ARK_COLO_VENDOR_LIBS)
     cublasDestroy(blas_);
 #endif
-    for (auto* m : {&buf_, &out_, &a_, &b_, &c_, &c2_}) gpu::release(*m);
+    for (auto* m : {&buf_, &out_, &a_, &b_, &c_, &c2_, &flag_}) gpu::release(*m);
     for (auto s : {coll_, gemm_, infer_}) rt::stream_destroy(s);
   }
 
@@ -321,6 +324,23 @@ private:
                  }});
     v.push_back(
         {"ark all_gather ce0", ag, [=, this](rt::stream_t s) { ce_->all_gather(in, out, agn, opts(s, 0)); }});
+    if (parts.find("probe") != std::string::npos) {
+      // what in the copy-engine path costs the GEMM: copies alone, with flag writes, with waits
+      const int peer = (rank_ + 1) % s_.world;
+      std::byte* dst = static_cast<std::byte*>(ce_->remote(out, peer));
+      auto* flag = reinterpret_cast<std::uint64_t*>(flag_.ptr);
+      const std::size_t half = bytes / 2;
+      v.push_back({"probe copy", 0.5, [=](rt::stream_t s) { CK(rt::memcpy_async(dst, in, half, s)); }});
+      v.push_back({"probe copy+write", 0.5, [=](rt::stream_t s) {
+                     CK(rt::memcpy_async(dst, in, half, s));
+                     CK(rt::stream_write_value(s, flag, 7));
+                   }});
+      v.push_back({"probe copy+write+wait", 0.5, [=](rt::stream_t s) {
+                     CK(rt::memcpy_async(dst, in, half, s));
+                     CK(rt::stream_write_value(s, flag, 7));
+                     CK(rt::stream_wait_value(s, flag, 7));
+                   }});
+    }
     return v;
   }
 
@@ -446,7 +466,7 @@ private:
   int rank_;
   std::unique_ptr<comm_t> sm_, ce_;
   rt::stream_t coll_{}, gemm_{}, infer_{};
-  gpu::memory buf_, out_, a_, b_, c_, c2_;
+  gpu::memory buf_, out_, a_, b_, c_, c2_, flag_;
 #if defined(ARK_COLO_VENDOR_LIBS)
   cublasHandle_t blas_{};
 #endif
@@ -456,6 +476,9 @@ private:
 
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  // Streams share the GPU's hardware queues (8 by default): a stream waiting on a flag would then
+  // hold back kernels of another stream on the same queue, e.g. the GEMM beside the collective.
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
   std::string csv = "ark_colo.csv";
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--quick"))

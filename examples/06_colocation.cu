@@ -2,7 +2,8 @@
 // A compute kernel runs on its own stream while gradients are all-reduced beside it through
 // dma::copy_engine: the copy engine moves every byte straight into the peers' registered buffer
 // and one short reduction kernel of at most `max_ctas` blocks reduces; an all-gather with
-// max_ctas = 0 runs no kernel at all. plan() reports what each call will occupy before it runs.
+// max_ctas = 0 runs no kernel that moves bytes (one warp waits for the peers' flags). plan()
+// reports what each call will occupy before it runs.
 #include "run_ranks.hpp"
 
 #include <vector>
@@ -45,7 +46,7 @@ struct colocation {
                     compute_work{work.data(), n, 64});
           comm.template all_reduce<ark::algo::automatic, ark::dma::copy_engine>(grad.data(), grad.data(), n,
                                                                                 ark::op::sum{}, o);
-          o.max_ctas = 0; // all-gather of each rank's first n elements: copy engine only, no kernel
+          o.max_ctas = 0; // all-gather of each rank's first n elements: the copy engine alone moves them
           comm.all_gather(grad.data(), gathered.data(), n, o);
           comm.synchronize();
           P::synchronize(compute);
@@ -56,10 +57,10 @@ struct colocation {
           for (float v : grad.download()) bad += v != want;
           for (float v : gathered.download()) bad += v != want;
           if (rank == 0)
-            std::printf("%s, %d ranks: all-reduce of %zu MB on the copy engine beside a compute kernel "
-                        "(reduction on %u blocks, %zu MB scratch), then a kernel-free all-gather: %s\n",
-                        P::name, world, n * 4 >> 20, p.ctas, p.scratch_bytes >> 20,
-                        bad ? "WRONG" : "correct");
+            std::printf(
+                "%s, %d ranks: all-reduce of %zu KB on the copy engine beside a compute kernel "
+                "(reduction on %u blocks, %zu KB scratch), then an all-gather on the copy engine alone: %s\n",
+                P::name, world, n * 4 >> 10, p.ctas, p.scratch_bytes >> 10, bad ? "WRONG" : "correct");
           return bad == 0;
         },
         cfg);

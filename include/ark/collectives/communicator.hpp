@@ -35,7 +35,7 @@ struct call_options {
   std::chrono::nanoseconds timeout{0};
   /// SM budget: the most thread blocks the call may occupy (-1: no limit). 0: the copy engine
   /// alone moves the data, for the collectives that allow it (all_gather and broadcast into a
-  /// registered recv buffer, with team_config.staging): on GPUs no kernel runs at all.
+  /// registered recv buffer, with team_config.staging): no kernel moves bytes; one warp waits.
   int max_ctas = -1;
 };
 
@@ -231,6 +231,7 @@ public:
       auto* c = control_host();
       c->abort = 0;
       c->err = {};
+      P::zero(team_.lay.claim(region_.ptr), sizeof(std::uint32_t));
       P::launch(stream_, launch_shape{1, 1}, detail::barrier_work<P>{device_handle()});
       P::synchronize(stream_);
       quiet = c->err.code == 0;
@@ -457,10 +458,9 @@ public:
         detail::throw_invalid(call,
                               "max_ctas = 0 needs the copy engine's queues (team_config.staging = true)");
       p.algorithm = algo::direct::id;
-      // GPUs: no kernel at all (stream memory operations and copies); the host model runs a
-      // one-thread worker that posts to its engine
-      p.ctas = P::synchronous_launch ? 1 : 0;
-      p.threads = P::synchronous_launch ? 1 : 0;
+      // copies and flag writes on the stream; one warp waits for the peers' flags
+      p.ctas = 1;
+      p.threads = P::synchronous_launch ? 1 : 32;
       p.copy_engine_only = true;
       p.backend = dma::copy_engine::id;
       p.scratch_bytes = static_cast<std::size_t>(team_.world) * 3 * layout::flag_stride;
@@ -513,12 +513,12 @@ private:
   }
 
   // -- the copy-engine collectives (collectives/copy_engine.hpp) ----------------------------------
-  /// The stream operations of one copy-engine call: enqueued on the call's stream on GPUs (no SM
-  /// involved; a watchdog in the proxy bounds the waits), done at once on the host.
+  /// The operations of one copy-engine call: copies and flag writes enqueued on the call's stream
+  /// on GPUs (done at once on the host), and waits as one-warp kernels (ce_wait_work).
   class ce_ops {
   public:
     ce_ops(communicator& c, const char* call, const call_options<P>& o)
-        : c_(c), call_(call), s_(c.stream_of(o)), timeout_ns_(c.with_timeout(o).team.timeout_ns) {
+        : c_(c), call_(call), s_(c.stream_of(o)), comm_(c.with_timeout(o)) {
 #if defined(ARK_GPU_COMPILER)
       if constexpr (!P::synchronous_launch) {
         namespace rt = detail::rt;
@@ -529,22 +529,6 @@ private:
         int device = 0;
         rt::check(rt::stream_device(s_, &device), "find the stream's device");
         rt::check(rt::set_device(device), "set device");
-        w_.timeout_ns = timeout_ns_;
-        rt::check(rt::event_create_untimed(&w_.begin), "create event");
-        rt::check(rt::event_create_untimed(&w_.end), "create event");
-        rt::check(rt::event_record(w_.begin, s_), "record event");
-      }
-#endif
-    }
-    ~ce_ops() {
-#if defined(ARK_GPU_COMPILER)
-      if constexpr (!P::synchronous_launch) {
-        if (detail::rt::event_record(w_.end, s_) == detail::rt::success) {
-          c_.engine_.add_watch(std::move(w_));
-        } else {
-          (void)detail::rt::event_destroy(w_.begin);
-          (void)detail::rt::event_destroy(w_.end);
-        }
       }
 #endif
     }
@@ -553,6 +537,7 @@ private:
     typename P::stream stream() const { return s_; }
 
     void write(std::uint64_t* flag, std::uint64_t v) {
+      flush_waits();
       if constexpr (P::synchronous_launch) {
         P::store_release(flag, v);
       } else {
@@ -561,29 +546,15 @@ private:
 #endif
       }
     }
-    /// Waits for *flag == v (peer `peer` writes it).
+    /// Waits for *flag == v (peer `peer` writes it); consecutive waits become one wait kernel.
     void wait(std::uint64_t* flag, std::uint64_t v, int peer) {
-      if constexpr (P::synchronous_launch) {
-        const std::uint64_t start = P::now_ns();
-        for (unsigned spins = 0; P::load_acquire(flag) != v; ++spins) {
-          P::pause(spins);
-          const bool abort = std::atomic_ref<std::uint64_t>(c_.control_host()->abort).load() != 0;
-          if (abort || P::now_ns() - start > timeout_ns_) {
-            record_error<P>(c_.team_.ctl, abort ? errc::aborted : errc::timeout,
-                            static_cast<std::uint32_t>(wait_kind::data), peer, 0, 0, v,
-                            P::load_acquire(flag));
-            raise(c_.control_host()->err, c_.rank(), call_);
-          }
-        }
-      } else {
-#if defined(ARK_GPU_COMPILER)
-        detail::rt::check(detail::rt::stream_wait_value(s_, flag, v), "wait for a flag");
-        w_.release.push_back({flag, v});
-#endif
-        (void)peer;
-      }
+      if (w_.n && w_.value != v) flush_waits();
+      w_.value = v;
+      w_.flags[w_.n] = flag;
+      w_.peers[w_.n++] = peer;
     }
     void copy(void* dst, const void* src, std::size_t bytes) {
+      flush_waits();
       if (!bytes) return;
       if constexpr (P::synchronous_launch) {
         std::memcpy(dst, src, bytes);
@@ -593,15 +564,31 @@ private:
 #endif
       }
     }
+    template <class F>
+    void launch(launch_shape shape, const F& f) {
+      flush_waits();
+      P::launch(s_, shape, f);
+    }
+    /// Launches the pending waits: one block of one warp spins on the flags, bounded (a timeout
+    /// or an abort is recorded; later waits of the call then give up at once). On the host the
+    /// launch has run when it returns: a failure throws here, before any later copy.
+    void flush_waits() {
+      if (!w_.n) return;
+      w_.team = comm_.team;
+      P::launch(s_, launch_shape{1, P::synchronous_launch ? 1u : 32u}, w_);
+      w_.n = 0;
+      if constexpr (P::synchronous_launch) {
+        const error_record e = c_.control_host()->err;
+        if (e.code) raise(e, c_.rank(), call_);
+      }
+    }
 
   private:
     communicator& c_;
     const char* call_;
     typename P::stream s_;
-    std::uint64_t timeout_ns_;
-#if defined(ARK_GPU_COMPILER)
-    std::conditional_t<P::synchronous_launch, char, dma::gpu_proxy::watch> w_{};
-#endif
+    device_comm<P> comm_;
+    detail::ce_wait_work<P> w_{};
   };
 
   /// `out` (out_count elements) as every rank's registered recv buffer; throws if unregistered.
@@ -648,6 +635,8 @@ private:
     if (local_copy) ops.copy(w.base[me] + offset * sizeof(T), in, block);
     for (int p = 0; p < world(); ++p)
       if (receives_from(p)) ops.wait(l.ce_flag(local, p, 1), v, p);
+    ops.flush_waits();
+    after_launch(call);
   }
 
   /// All-reduce: bytes on the copy engine, the reduction of our chunk by one short kernel.
@@ -670,8 +659,8 @@ private:
     if (W == 1) {
       if (in != out) ops.copy(out, in, count * sizeof(T));
       if constexpr (finalizing_op<Op, T>)
-        P::launch(ops.stream(), launch_shape{plan_.ctas, plan_.threads},
-                  detail::ce_reduce_work<T, Op>{in, out, {}, 1, 0, count, op});
+        ops.launch(launch_shape{plan_.ctas, plan_.threads},
+                   detail::ce_reduce_work<T, Op>{in, out, {}, 1, 0, count, op});
       return after_launch(call);
     }
     const std::size_t round_elems = l.ce_scratch_bytes() / sizeof(T) / align_elems<T> * align_elems<T>;
@@ -700,7 +689,7 @@ private:
       if (mine.len) {
         detail::ce_reduce_work<T, Op> work{in + mine.begin, out + mine.begin, {}, W, me, mine.len, op};
         for (int r = 0; r < W; ++r) work.scratch[r] = reinterpret_cast<const T*>(l.ce_scratch(local, r));
-        P::launch(ops.stream(), launch_shape{plan_.ctas, plan_.threads}, work);
+        ops.launch(launch_shape{plan_.ctas, plan_.threads}, work);
       }
       for (int q = 0; q < W; ++q) {
         if (q == me) continue;
@@ -710,6 +699,7 @@ private:
       for (int q = 0; q < W; ++q)
         if (q != me) ops.wait(l.ce_flag(local, q, 2), v, q);
     }
+    ops.flush_waits();
     after_launch(call);
   }
 

@@ -3,18 +3,19 @@
 // dma::copy_engine (or call_options::max_ctas = 0 for all_gather and broadcast) moves every byte
 // with copies straight into the peers' registered recv buffers, ordered by flags, and runs no
 // kernel except, for an all-reduce, one short reduction kernel on a bounded number of blocks.
-// On GPUs each step below is a stream operation of the call's stream (a copy, or a 64-bit
-// memory write or wait executed by the stream's front end): nothing occupies an SM while bytes
-// move or while a rank waits for its peers, so a kernel running beside the collective (a GEMM
-// whose blocks take a whole SM each) keeps every SM. On the host platform the same steps run at
-// once in the calling thread (the model our host tests exercise).
+// On GPUs each step below is work on the call's stream: a copy (a copy engine), a 64-bit flag
+// write (a stream memory operation), or a wait: one block of one warp that spins on the flags,
+// bounded by the timeout (ce_wait_work). Waits are kernels, not stream wait operations, because
+// blocked stream waits cost a GEMM beside them far more (docs/perf.md: +27 % already for a wait
+// that is satisfied at once, +100 % for waits on a peer, against +13 % for the copies alone).
+// On the host platform the same steps run at once (the model our host tests exercise).
 //
 // Flags (layout::ce_flag, written by the peer named): `ready` (the peer entered this round: we
 // may write into its recv buffer and scratch), `sent` (its copy to us landed), `done` (its
 // reduced chunk landed). Values carry a per-communicator epoch and a hash of the call and are
-// waited for by equality, so a peer making a different call never satisfies a wait: on GPUs the
-// CPU proxy's watchdog turns such a wait into a timeout error (and releases the stream), on the
-// host the wait itself is bounded. One round:
+// waited for by equality, so a peer making a different call never satisfies a wait: it times
+// out (recorded as the rank's error; on GPUs the stream moves on, and copies already enqueued
+// behind the wait still land in the peer's registered buffer). One round:
 //
 //   all-gather / broadcast:  ready -> peers;  per receiver q: wait ready(q), copy block, sent -> q;
 //                            wait sent(every sender)
@@ -70,6 +71,37 @@ struct ce_reduce_work {
       for (int r = 1; r < world; ++r) acc = op(acc, to_acc(r == me ? in[i] : scratch[r][i]));
       if constexpr (finalizing_op<Op, T>) acc = op.finalize(acc, world);
       out[i] = from_acc<T>(acc);
+    }
+  }
+};
+
+/// Waits for flags[i] == value, i < n, each on one thread of one block: bounded by the team's
+/// timeout, given up at once once the rank recorded an error (a later wait of a failed call).
+template <device P>
+struct ce_wait_work {
+  team_view team;
+  std::uint64_t* flags[max_world];
+  int peers[max_world];
+  int n;
+  std::uint64_t value;
+  template <class G>
+  ARK_HD void operator()(G& g, unsigned, unsigned) const {
+    for (int i = static_cast<int>(g.thread_rank()); i < n; i += static_cast<int>(g.size())) {
+      const std::uint64_t start = P::now_ns();
+      for (unsigned spins = 0; P::load_acquire(flags[i]) != value; ++spins) {
+        P::pause(spins);
+        if ((spins & 63u) != 63u) continue;
+        const std::uint64_t waited = P::now_ns() - start;
+        if (waited < 100000) continue; // control memory is host memory: read it rarely
+        const bool failed = *static_cast<const volatile std::uint32_t*>(&team.ctl->err.code) != 0;
+        const bool abort = P::load_relaxed(&team.ctl->abort) != 0;
+        if (failed || abort || waited > team.timeout_ns) {
+          record_error<P>(team, abort ? errc::aborted : errc::timeout,
+                          static_cast<std::uint32_t>(wait_kind::data), peers[i], 0, 0, value,
+                          P::load_acquire(flags[i]));
+          break;
+        }
+      }
     }
   }
 };

@@ -94,7 +94,7 @@ struct device_comm {
       if (worker >= workers || workers > team.lay.workers || B::depth > team.lay.max_depth() ||
           (!B::direct && !team.lay.has_staging())) {
         if (g.thread_rank() == 0)
-          record_error<P>(team.ctl, errc::unsupported, 0, -1, worker, 0, workers, team.lay.workers);
+          record_error<P>(team, errc::unsupported, 0, -1, worker, 0, workers, team.lay.workers);
         return false;
       }
       const call_desc d = call_desc::make(K, A::id, static_cast<std::uint8_t>(dtype_of<T>), op_id<Op>, B::id,

@@ -19,8 +19,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <mutex>
-#include <utility>
 #include <string>
 #include <thread>
 #include <vector>
@@ -43,12 +41,10 @@ public:
     stop();
     device_ = device;
     ark::detail::rt::check(ark::detail::rt::set_device(device), "set device");
-    const unsigned n = lay.workers < max_streams ? lay.workers : max_streams;
-    streams_.assign(n, nullptr);
-    for (auto& s : streams_)
-      ark::detail::rt::check(ark::detail::rt::stream_create_priority(&s, priority),
-                             "create copy-engine stream");
-    ark::detail::rt::check(ark::detail::rt::stream_create(&side_), "create the proxy's release stream");
+    // streams are created when first needed: a stream that never carries work still takes one of
+    // the GPU's hardware queues (CUDA_DEVICE_MAX_CONNECTIONS), which streams then share
+    priority_ = priority;
+    streams_.assign(lay.workers < max_streams ? lay.workers : max_streams, nullptr);
     stop_.store(false);
     thread_ = std::thread([=, this] { run(engine_host, engine_device, ctl_host, lay); });
   }
@@ -57,38 +53,11 @@ public:
     stop_.store(true);
     if (thread_.joinable()) thread_.join();
     for (auto s : streams_) {
+      if (!s) continue;
       (void)ark::detail::rt::stream_synchronize(s);
       (void)ark::detail::rt::stream_destroy(s);
     }
     streams_.clear();
-    if (side_) {
-      (void)ark::detail::rt::stream_synchronize(side_);
-      (void)ark::detail::rt::stream_destroy(side_);
-      side_ = nullptr;
-    }
-    std::lock_guard<std::mutex> lock(watch_mutex_);
-    for (auto& w : watches_) {
-      (void)ark::detail::rt::event_destroy(w.begin);
-      (void)ark::detail::rt::event_destroy(w.end);
-    }
-    watches_.clear();
-  }
-
-  /// A copy-engine-only call enqueued on a stream between events `begin` and `end` (stream
-  /// memory operations: nothing for the proxy to issue). If `end` has not completed `timeout_ns`
-  /// after `begin` did, a peer never arrived: the proxy writes the values the call's waits expect
-  /// (`release`), so that the stream moves on instead of hanging, records a timeout as the rank's
-  /// error and raises its abort flag. The proxy destroys the events.
-  struct watch {
-    ark::detail::rt::event_t begin{}, end{};
-    std::uint64_t timeout_ns = 0;
-    std::vector<std::pair<std::uint64_t*, std::uint64_t>> release;
-    std::uint64_t started = 0;
-    bool released = false;
-  };
-  void add_watch(watch w) {
-    std::lock_guard<std::mutex> lock(watch_mutex_);
-    watches_.push_back(std::move(w));
   }
 
   /// Batches of requests issued so far (all workers).
@@ -106,8 +75,8 @@ private:
       for (unsigned w = 0; w < lay.workers; ++w) {
         const std::uint64_t posted = platform::host::load_acquire(&lay.queue(host, w)->posted);
         if (next[w] == posted) continue;
-        rt::stream_t s = streams_[w % streams_.size()];
-        rt::error_t e = rt::success;
+        rt::stream_t& s = streams_[w % streams_.size()];
+        rt::error_t e = s ? rt::success : rt::stream_create_priority(&s, priority_);
         for (; next[w] < posted && e == rt::success; ++next[w]) {
           const engine_request r = lay.requests(host, w)[next[w] % lay.queue_capacity];
           if (r.dst && r.bytes)
@@ -124,7 +93,6 @@ private:
         batches_.fetch_add(1, std::memory_order_relaxed);
         worked = true;
       }
-      check_watches(ctl);
       // spin while requests come; once idle for a millisecond, poll every 50 us
       if (worked) {
         spins = 0;
@@ -134,36 +102,6 @@ private:
         if (!idle_since) idle_since = now;
         if (now - idle_since > 1000000) std::this_thread::sleep_for(std::chrono::microseconds(50));
       }
-    }
-  }
-
-  void check_watches(control_block* ctl) {
-    namespace rt = ark::detail::rt;
-    std::unique_lock<std::mutex> lock(watch_mutex_, std::try_to_lock);
-    if (!lock.owns_lock() || watches_.empty()) return;
-    const std::uint64_t now = platform::host::now_ns();
-    for (auto it = watches_.begin(); it != watches_.end();) {
-      watch& w = *it;
-      if (!w.started && rt::event_query(w.begin) == rt::success) w.started = now;
-      if (w.started && rt::event_query(w.end) == rt::success) {
-        (void)rt::event_destroy(w.begin);
-        (void)rt::event_destroy(w.end);
-        it = watches_.erase(it);
-        continue;
-      }
-      (void)rt::get_last_error(); // "not ready" is not an error
-      if (w.started && !w.released && now - w.started > w.timeout_ns) {
-        w.released = true;
-        std::atomic_ref<std::uint32_t> code(ctl->err.code);
-        std::uint32_t zero = 0;
-        if (code.compare_exchange_strong(zero, static_cast<std::uint32_t>(errc::timeout))) {
-          ctl->err.peer = -1;
-          ctl->err.what = static_cast<std::uint32_t>(wait_kind::data);
-        }
-        std::atomic_ref<std::uint64_t>(ctl->abort).store(1);
-        for (auto [flag, value] : w.release) (void)rt::stream_write_value(side_, flag, value);
-      }
-      ++it;
     }
   }
 
@@ -182,11 +120,8 @@ private:
     std::atomic_ref<std::uint64_t>(ctl->abort).store(1);
   }
 
-  int device_ = 0;
+  int device_ = 0, priority_ = 0;
   std::vector<ark::detail::rt::stream_t> streams_;
-  ark::detail::rt::stream_t side_{};
-  std::mutex watch_mutex_;
-  std::vector<watch> watches_;
   std::thread thread_;
   std::atomic<bool> stop_{true};
   std::atomic<std::uint64_t> batches_{0};

@@ -71,7 +71,9 @@ inline error_t stream_write_value(stream_t st, std::uint64_t* p, std::uint64_t v
       reinterpret_cast<CUstream>(st), reinterpret_cast<CUdeviceptr>(p), v, 0);
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
-/// Stream-ordered wait until *p == v (no SM involved: the stream's front end polls).
+/// Stream-ordered wait until *p == v (no SM involved: the stream's front end polls). ark's
+/// collectives wait with kernels instead (collectives/copy_engine.hpp says why); bench/ark_colo
+/// measures this one.
 inline error_t stream_wait_value(stream_t st, const std::uint64_t* p, std::uint64_t v) {
   static void* fn = [] {
     void* f = nullptr;
@@ -125,11 +127,6 @@ inline error_t event_destroy(event_t e) { return cudaEventDestroy(e); }
 inline error_t event_record(event_t e, stream_t s) { return cudaEventRecord(e, s); }
 inline error_t event_synchronize(event_t e) { return cudaEventSynchronize(e); }
 inline error_t event_elapsed_ms(float* ms, event_t a, event_t b) { return cudaEventElapsedTime(ms, a, b); }
-inline error_t event_create_untimed(event_t* e) {
-  return cudaEventCreateWithFlags(e, cudaEventDisableTiming);
-}
-inline error_t event_query(event_t e) { return cudaEventQuery(e); }
-inline constexpr error_t not_ready = cudaErrorNotReady;
 inline error_t multiprocessor_count(int* n, int device) {
   return cudaDeviceGetAttribute(n, cudaDevAttrMultiProcessorCount, device);
 }
@@ -241,9 +238,6 @@ inline error_t event_destroy(event_t e) { return hipEventDestroy(e); }
 inline error_t event_record(event_t e, stream_t s) { return hipEventRecord(e, s); }
 inline error_t event_synchronize(event_t e) { return hipEventSynchronize(e); }
 inline error_t event_elapsed_ms(float* ms, event_t a, event_t b) { return hipEventElapsedTime(ms, a, b); }
-inline error_t event_create_untimed(event_t* e) { return hipEventCreateWithFlags(e, hipEventDisableTiming); }
-inline error_t event_query(event_t e) { return hipEventQuery(e); }
-inline constexpr error_t not_ready = hipErrorNotReady;
 inline error_t multiprocessor_count(int* n, int device) {
   return hipDeviceGetAttribute(n, hipDeviceAttributeMultiprocessorCount, device);
 }

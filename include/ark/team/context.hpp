@@ -41,20 +41,24 @@ ARK_HD inline elem_range split(elem_range r, unsigned parts, unsigned i, std::si
   return {r.begin + b, e - b};
 }
 
-/// Records the first failure of a rank in its control block; later ones are dropped.
+/// Records the first failure of a rank in its control block; later ones are dropped. The first
+/// failing worker claims the record with an atomic on the rank's own (device) memory, then writes
+/// it with plain stores, the code last: the control block is host memory, where GPUs have no
+/// native atomics.
 template <device P>
-ARK_HD void record_error(control_block* ctl, errc code, std::uint32_t what, int peer, unsigned worker,
+ARK_HD void record_error(const team_view& t, errc code, std::uint32_t what, int peer, unsigned worker,
                          std::uint64_t step, std::uint64_t mine, std::uint64_t theirs) {
-  error_record& e = ctl->err;
-  if (P::compare_exchange(&e.code, 0u, static_cast<std::uint32_t>(code))) {
-    e.peer = peer;
-    e.worker = worker;
-    e.what = what;
-    e.step = step;
-    e.mine = mine;
-    e.theirs = theirs;
-    P::fence();
-  }
+  if (!P::compare_exchange(t.lay.claim(t.local()), 0u, 1u)) return;
+  error_record& e = t.ctl->err;
+  e.peer = peer;
+  e.worker = worker;
+  e.what = what;
+  e.step = step;
+  e.mine = mine;
+  e.theirs = theirs;
+  P::fence();
+  *static_cast<volatile std::uint32_t*>(&e.code) = static_cast<std::uint32_t>(code);
+  P::fence();
 }
 
 template <device P, class B, scope G>
@@ -102,7 +106,7 @@ public:
   /// Records the first failure of this rank; later ones are dropped.
   ARK_HD void fail(errc code, std::uint32_t what, int peer, std::uint64_t step, std::uint64_t mine,
                    std::uint64_t theirs) const {
-    record_error<P>(team.ctl, code, what, peer, worker, step, mine, theirs);
+    record_error<P>(team, code, what, peer, worker, step, mine, theirs);
   }
 
   /// Spins until *flag >= value. On a timeout or an abort, records it and returns false.

@@ -8,6 +8,8 @@
 //   bar[w][src]    flag: the last barrier epoch rank `src` reached                (written by src)
 //   state[w]       our own step and barrier counters (never written by peers)
 //   ce[src][3]     flags of the copy-engine collectives (ready, sent, done: written by src)
+//   claim          the word a failing worker claims before it writes the rank's error record
+//                  (an atomic on device memory: GPUs have no native atomics on host memory)
 // Each channel has max_depth + 1 slots: a sender runs at most Depth steps ahead of what the
 // receiver finished, while the receiver may still be reading one more.
 //
@@ -85,8 +87,8 @@ struct layout {
 
   std::uint32_t world = 0, workers = 0, slots = 0, queue_capacity = 0, staging = 0;
   std::uint64_t slot_bytes = 0, ll_slot_bytes = 0, ll_slot_stride = 0;
-  std::uint64_t head_off = 0, ack_off = 0, bar_off = 0, state_off = 0, ce_off = 0, hdr_off = 0, data_off = 0,
-                ll_off = 0, stage_off = 0, total = 0;
+  std::uint64_t head_off = 0, ack_off = 0, bar_off = 0, state_off = 0, ce_off = 0, claim_off = 0, hdr_off = 0,
+                data_off = 0, ll_off = 0, stage_off = 0, total = 0;
 
   ARK_HD std::uint64_t* head(std::byte* base, unsigned w, int src) const {
     return flag(base, head_off, w, src);
@@ -96,6 +98,9 @@ struct layout {
   }
   ARK_HD std::uint64_t* bar(std::byte* base, unsigned w, int src) const {
     return flag(base, bar_off, w, src);
+  }
+  ARK_HD std::uint32_t* claim(std::byte* base) const {
+    return reinterpret_cast<std::uint32_t*>(base + claim_off);
   }
   /// Flag k (0 ready, 1 sent, 2 done) that rank src writes for the copy-engine collectives.
   ARK_HD std::uint64_t* ce_flag(std::byte* base, int src, unsigned k) const {
@@ -176,6 +181,7 @@ inline layout make_layout(int world, const team_config& c) {
   l.bar_off = off, off += chans * layout::flag_stride;
   l.state_off = off, off += std::uint64_t(c.workers) * layout::flag_stride;
   l.ce_off = off, off += std::uint64_t(world) * 3 * layout::flag_stride;
+  l.claim_off = off, off += layout::flag_stride;
   l.hdr_off = off, off += detail::align_up(chans * l.slots * sizeof(slot_header), 256);
   l.data_off = off, off += chans * l.slots * c.slot_bytes;
   l.ll_off = off, off += chans * l.slots * l.ll_slot_stride;

@@ -143,17 +143,25 @@ TEST_CASE("copy engine only: clear errors before anything launches") {
     CHECK_THROWS_AS(c.all_gather(in.data(), out.data(), 64, ce), ark::invalid_argument);
   });
   for (const auto& e : errors) CHECK(e.find("register the recv buffer") != std::string::npos);
-  // without the engine's queues
+  // the copy-engine path needs no staging (nor the engine's queues): it copies between
+  // registered buffers and uses the data slots as the all-reduce's scratch
   auto cfg = small_config<host>();
   cfg.team.staging = false;
   basic_world<host> bare(2, cfg);
-  bare.run([&](comm_t& c, int) {
-    std::vector<float> in(8, 1.0f), out(16);
+  std::vector<std::size_t> bad(2, 0);
+  bare.run([&](comm_t& c, int rank) {
+    std::vector<float> in(8, static_cast<float>(rank + 1)), out(16, -1.0f), sum(8, -1.0f);
     c.register_buffer(out.data(), out.size() * sizeof(float));
+    c.register_buffer(sum.data(), sum.size() * sizeof(float));
     ark::call_options<host> ce;
     ce.max_ctas = 0;
-    CHECK_THROWS_AS(c.all_gather(in.data(), out.data(), 8, ce), ark::invalid_argument);
+    c.all_gather(in.data(), out.data(), 8, ce);
+    for (int i = 0; i < 16; ++i) bad[rank] += out[i] != static_cast<float>(i / 8 + 1);
+    c.all_reduce<ark::algo::automatic, ark::dma::copy_engine>(in.data(), sum.data(), 8);
+    for (float x : sum) bad[rank] += x != 3.0f;
   });
+  CHECK(bad[0] == 0);
+  CHECK(bad[1] == 0);
 }
 
 namespace {

@@ -35,7 +35,7 @@ struct call_options {
   std::chrono::nanoseconds timeout{0};
   /// SM budget: the most thread blocks the call may occupy (-1: no limit). 0: the copy engine
   /// alone moves the data, for the collectives that allow it (all_gather and broadcast into a
-  /// registered recv buffer, with team_config.staging): no kernel moves bytes; one warp waits.
+  /// registered recv buffer): no kernel moves bytes; one warp waits.
   int max_ctas = -1;
 };
 
@@ -433,9 +433,6 @@ public:
     if (o.max_ctas < -1) detail::throw_invalid(call, "max_ctas must be -1 (no limit), 0 or positive");
     constexpr bool ce = std::is_same_v<B, dma::copy_engine>;
     if (ce && K == collective::all_reduce) {
-      if (!team_.lay.has_staging())
-        detail::throw_invalid(call,
-                              "dma::copy_engine needs the copy engine's proxy (team_config.staging = true)");
       if (o.max_ctas == 0)
         detail::throw_invalid(call,
                               "max_ctas = 0: all_reduce reduces on the SMs; give it at least one block");
@@ -454,9 +451,6 @@ public:
       if (K != collective::all_gather && K != collective::broadcast)
         detail::throw_invalid(call, "max_ctas = 0 (copy engine only) is for all_gather and broadcast; this "
                                     "collective reduces on the SMs: give it at least one block");
-      if (!team_.lay.has_staging())
-        detail::throw_invalid(call,
-                              "max_ctas = 0 needs the copy engine's queues (team_config.staging = true)");
       p.algorithm = algo::direct::id;
       // copies and flag writes on the stream; one warp waits for the peers' flags
       p.ctas = 1;

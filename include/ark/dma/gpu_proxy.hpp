@@ -9,9 +9,9 @@
 // neither the receiver's flag nor the sender's completion counter ever needs the CPU again: the
 // proxy only issues. Worker w's requests go to stream w % streams (up to 16 streams, so that
 // the GPU's copy engines run several copies at once), in order, so a channel's flags only grow;
-// the completion counter is written once per batch of requests the proxy found together. ARK's hardware
-// engine made this hop unnecessary; on stock GPUs it is the portable path (CUDA and HIP alike; MSCCL++'s port
-// channel and ARK's software path do the same).
+// the completion counter is written once per batch of requests the proxy found together.
+// ARK's hardware engine made this hop unnecessary; on stock GPUs it is the portable path (CUDA
+// and HIP alike; MSCCL++'s port channel and ARK's software path do the same).
 #pragma once
 
 #include "ark/platform/gpu.hpp"

@@ -7,7 +7,7 @@
 // write (a stream memory operation), or a wait: one block of one warp that spins on the flags,
 // bounded by the timeout (ce_wait_work). Waits are kernels, not stream wait operations, because
 // blocked stream waits cost a GEMM beside them far more (docs/perf.md: +27 % already for a wait
-// that is satisfied at once, +100 % for waits on a peer, against +13 % for the copies alone).
+// that is satisfied at once, +100 % for waits on a peer, against +12 % for copies and writes).
 // On the host platform the same steps run at once (the model our host tests exercise).
 //
 // Flags (layout::ce_flag, written by the peer named): `ready` (the peer entered this round: we

@@ -5,6 +5,7 @@
 // with ordinary ones, and the errors for what they cannot do.
 #include "../support/collective_check.hpp"
 
+#include <chrono>
 #include <cstring>
 #include <random>
 
@@ -243,4 +244,31 @@ TEST_CASE("copy engine all_reduce: its plan, and clear errors before anything mo
     c.all_reduce<ark::algo::automatic, ce>(in.data(), out.data(), 100);
     CHECK(out[99] == 2.0f);
   });
+}
+
+TEST_CASE("copy engine: a peer that never joins is a timeout error within the bound, nothing copied") {
+  using namespace std::chrono_literals;
+  basic_world<host> w(2);
+  std::chrono::milliseconds took{};
+  std::vector<float> peer_out(16, -1.0f);
+  const auto errs = w.try_run([&](comm_t& c, int rank) {
+    std::vector<float> in(8, 5.0f), own(16, -1.0f);
+    c.register_buffer(rank == 0 ? own.data() : peer_out.data(), 16 * sizeof(float));
+    if (rank != 0) return; // never calls
+    ark::call_options<host> o;
+    o.max_ctas = 0;
+    o.timeout = 200ms;
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      c.all_gather(in.data(), own.data(), 8, o);
+    } catch (const ark::timeout_error&) {
+      took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+      throw;
+    }
+  });
+  REQUIRE(errs[0]);
+  CHECK_THROWS_AS(std::rethrow_exception(errs[0]), ark::timeout_error);
+  CHECK(took >= 200ms);
+  CHECK(took < 2000ms);
+  for (float x : peer_out) CHECK(x == -1.0f); // the wait failed before any copy into the peer
 }

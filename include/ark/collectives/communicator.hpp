@@ -431,6 +431,11 @@ public:
     const choice c = select(K, bytes, world(), cfg_.tuning);
     call_plan p;
     if (o.max_ctas < -1) detail::throw_invalid(call, "max_ctas must be -1 (no limit), 0 or positive");
+    // blocks for `b` bytes per worker share: the caller's count, or one per tuning step; at most max_ctas
+    auto blocks = [&](std::size_t b, bool ll) {
+      unsigned w = o.workers ? o.workers : select_workers(b, team_.lay.workers, cfg_.tuning, ll);
+      return o.max_ctas > 0 && w > static_cast<unsigned>(o.max_ctas) ? static_cast<unsigned>(o.max_ctas) : w;
+    };
     constexpr bool ce = std::is_same_v<B, dma::copy_engine>;
     if (ce && K == collective::all_reduce) {
       if (o.max_ctas == 0)
@@ -438,11 +443,7 @@ public:
                               "max_ctas = 0: all_reduce reduces on the SMs; give it at least one block");
       p.algorithm = algo::two_shot::id;
       p.backend = dma::copy_engine::id;
-      const std::size_t chunk = div_up(count, static_cast<std::size_t>(world())) * sizeof(T);
-      p.ctas = select_workers(chunk, team_.lay.workers, cfg_.tuning, false);
-      if (o.workers) p.ctas = o.workers;
-      if (o.max_ctas > 0 && p.ctas > static_cast<unsigned>(o.max_ctas))
-        p.ctas = static_cast<unsigned>(o.max_ctas);
+      p.ctas = blocks(div_up(count, static_cast<std::size_t>(world())) * sizeof(T), false);
       p.threads = cfg_.tuning.threads;
       p.scratch_bytes = world() > 1 ? static_cast<std::size_t>(team_.lay.ce_scratch_bytes()) * world() : 0;
       return p;
@@ -468,9 +469,7 @@ public:
     } else {
       p.backend = ll ? dma::ll_packet<1>::id : dma::thread_copy<1>::id;
     }
-    unsigned workers = o.workers ? o.workers : select_workers(bytes, team_.lay.workers, cfg_.tuning, ll);
-    if (o.max_ctas > 0 && workers > static_cast<unsigned>(o.max_ctas))
-      workers = static_cast<unsigned>(o.max_ctas);
+    const unsigned workers = blocks(bytes, ll);
     if (workers > team_.lay.workers)
       detail::throw_invalid(call, "workers " + std::to_string(workers) + " exceeds team_config.workers " +
                                       std::to_string(team_.lay.workers));

@@ -30,6 +30,7 @@
 #pragma once
 
 #include "ark/algorithms/pass.hpp"
+#include "ark/dma/thread_copy.hpp"
 #include "ark/team/context.hpp"
 
 #include <chrono>
@@ -86,21 +87,21 @@ struct ce_wait_work {
   std::uint64_t value;
   template <class G>
   ARK_HD void operator()(G& g, unsigned, unsigned) const {
+    // the bound and the abort flag are the context's, as for every other wait
+    const context<P, dma::thread_copy<1>, G> ctx(g, team, 0, 1, call_desc{});
     for (int i = static_cast<int>(g.thread_rank()); i < n; i += static_cast<int>(g.size())) {
       const std::uint64_t start = P::now_ns();
-      for (unsigned spins = 0; P::load_acquire(flags[i]) != value; ++spins) {
+      for (unsigned spins = 0;; ++spins) {
+        const std::uint64_t seen = P::load_acquire(flags[i]);
+        if (seen == value) break;
         P::pause(spins);
         if ((spins & 63u) != 63u) continue;
-        const std::uint64_t waited = P::now_ns() - start;
-        if (waited < 100000) continue; // control memory is host memory: read it rarely
-        const bool failed = *static_cast<const volatile std::uint32_t*>(&team.ctl->err.code) != 0;
-        const bool abort = P::load_relaxed(&team.ctl->abort) != 0;
-        if (failed || abort || waited > team.timeout_ns) {
-          record_error<P>(team, abort ? errc::aborted : errc::timeout,
-                          static_cast<std::uint32_t>(wait_kind::data), peers[i], 0, 0, value,
-                          P::load_acquire(flags[i]));
+        // a later wait of a call that already failed gives up at once (the error record is host
+        // memory: read, like the abort flag, only once the wait has lasted abort_poll_ns)
+        if (P::now_ns() - start > ctx.abort_poll_ns &&
+            *static_cast<const volatile std::uint32_t*>(&team.ctl->err.code) != 0)
           break;
-        }
+        if (!ctx.keep_waiting(start, wait_kind::data, peers[i], value, seen)) break;
       }
     }
   }

@@ -77,6 +77,19 @@ ARK_HD bool wait_flag(const Ctx& ctx, const std::uint64_t* flag, std::uint64_t v
   return !ctx.g.sync_any(!ok);
 }
 
+/// Scope-collective: once every thread of the scope is past its earlier stores, thread 0 raises
+/// *flag to `value` after a system fence (the signal of backends whose puts are complete when
+/// they return).
+template <class Ctx>
+ARK_HD void fenced_signal(const Ctx& ctx, std::uint64_t* flag, std::uint64_t value) {
+  using P = typename Ctx::platform;
+  ctx.g.sync();
+  if (ctx.g.thread_rank() == 0) {
+    P::fence();
+    P::store_release(flag, value);
+  }
+}
+
 /// One thread: waits until peer p finished step - depth - 1 (its ack reached step - depth), so that
 /// at most `depth` steps of ours are ahead of it and our slot for `step` in p is free.
 template <class Ctx>

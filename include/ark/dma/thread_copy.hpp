@@ -23,12 +23,7 @@ struct thread_transfers {
 
   template <class Ctx>
   ARK_HD static void signal(const Ctx& ctx, std::uint64_t* flag, std::uint64_t value) {
-    using P = typename Ctx::platform;
-    ctx.g.sync();
-    if (ctx.g.thread_rank() == 0) {
-      P::fence();
-      P::store_release(flag, value);
-    }
+    fenced_signal(ctx, flag, value);
   }
 
   template <class Ctx>

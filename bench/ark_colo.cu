@@ -79,6 +79,12 @@ comm_t::config ce_config(int rank) {
   c.team.staging = true;
   return c;
 }
+/// The same, served by device graphs: GPU threads trigger the copy engine with no CPU proxy.
+comm_t::config graph_config(int rank) {
+  comm_t::config c = ce_config(rank);
+  c.engine = ark::engine_path::device_graphs;
+  return c;
+}
 
 // ---- part 1: the message stream ---------------------------------------------------------------
 /// Rank 0 sends `count` messages of `bytes` to rank 1 through B's channel; workers take messages
@@ -117,7 +123,7 @@ struct row {
 struct shared {
   int world;
   std::barrier<> sync;
-  std::shared_ptr<ark::in_process_group> g_sm, g_ce;
+  std::shared_ptr<ark::in_process_group> g_sm, g_ce, g_gr;
 #if defined(ARK_COLO_VENDOR_LIBS)
   std::vector<ncclComm_t> nccl;
 #endif
@@ -125,7 +131,7 @@ struct shared {
   int iters = 0; ///< a loop count every rank must agree on, decided by rank 0
   explicit shared(int w)
       : world(w), sync(w), g_sm(std::make_shared<ark::in_process_group>(w)),
-        g_ce(std::make_shared<ark::in_process_group>(w)) {
+        g_ce(std::make_shared<ark::in_process_group>(w)), g_gr(std::make_shared<ark::in_process_group>(w)) {
 #if defined(ARK_COLO_VENDOR_LIBS)
     nccl.resize(w);
 #endif
@@ -162,6 +168,17 @@ public:
   runner(shared& s, int rank) : s_(s), rank_(rank) {
     sm_ = std::make_unique<comm_t>(ark::in_process_bootstrap(s.g_sm, rank), sm_config(rank));
     ce_ = std::make_unique<comm_t>(ark::in_process_bootstrap(s.g_ce, rank), ce_config(rank));
+#if defined(ARK_HAS_DEVICE_GRAPH_LAUNCH)
+    const auto t0 = std::chrono::steady_clock::now();
+    gr_ = std::make_unique<comm_t>(ark::in_process_bootstrap(s.g_gr, rank), graph_config(rank));
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    const ark::layout& l = gr_->team().lay;
+    if (rank == 0)
+      std::printf("device graphs: %u copy graphs per rank (%u workers x %d peers x %u slots x %u sizes), "
+                  "communicator set up in %.0f ms\n",
+                  l.workers * (s.world - 1) * l.slots * ark::dma::graph_classes(l), l.workers, s.world - 1, l.slots,
+                  ark::dma::graph_classes(l), ms);
+#endif
     CK(rt::set_device(rank));
     int lo = 0, hi = 0;
     CK(rt::stream_priority_range(&lo, &hi));
@@ -256,6 +273,9 @@ private:
         line("tma", stream_rate<ark::dma::tma<4>>(*sm_, bytes, workers));
 #endif
         line("copy_engine(proxy)", stream_rate<ark::dma::proxy_engine<4>>(*ce_, bytes, workers));
+#if defined(ARK_HAS_DEVICE_GRAPH_LAUNCH)
+        line("copy_engine(graphs)", stream_rate<ark::dma::proxy_engine<4>>(*gr_, bytes, workers));
+#endif
       }
   }
 
@@ -307,6 +327,12 @@ private:
                    ce_->all_reduce<ark::algo::two_shot, ark::dma::proxy_engine<4>>(in, out, n, ark::op::sum{},
                                                                                    opts(s, 8));
                  }});
+#if defined(ARK_HAS_DEVICE_GRAPH_LAUNCH)
+    v.push_back({"ark all_reduce graphs8", ar, [=, this](rt::stream_t s) {
+                   gr_->all_reduce<ark::algo::two_shot, ark::dma::proxy_engine<4>>(in, out, n, ark::op::sum{},
+                                                                                   opts(s, 8));
+                 }});
+#endif
     v.push_back({"ark all_reduce ce", ar, [=, this](rt::stream_t s) {
                    ce_->all_reduce<ark::algo::automatic, ark::dma::copy_engine>(in, out, n, ark::op::sum{},
                                                                                 opts(s, -1));
@@ -464,7 +490,7 @@ private:
 
   shared& s_;
   int rank_;
-  std::unique_ptr<comm_t> sm_, ce_;
+  std::unique_ptr<comm_t> sm_, ce_, gr_; // gr_: device graphs (built with -rdc=true)
   rt::stream_t coll_{}, gemm_{}, infer_{};
   gpu::memory buf_, out_, a_, b_, c_, c2_, flag_;
 #if defined(ARK_COLO_VENDOR_LIBS)

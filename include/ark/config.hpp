@@ -20,6 +20,12 @@
 #define ARK_DEVICE
 #endif
 
+// CUDA with relocatable device code (nvcc -rdc=true, linked with cudadevrt): kernels can launch
+// CUDA graphs, which engine_path::device_graphs needs (dma/graph_engine.hpp).
+#if defined(ARK_COMPILER_CUDA) && defined(__CUDACC_RDC__)
+#define ARK_HAS_DEVICE_GRAPH_LAUNCH 1
+#endif
+
 // True while compiling code for a GPU (the device pass of nvcc or hipcc).
 #if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
 #define ARK_DEVICE_PASS 1

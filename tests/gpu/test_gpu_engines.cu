@@ -1,5 +1,6 @@
 // DMA engines on GPUs against the host reference: the copy engine driven by GPU threads through
-// the CPU proxy (dma::proxy_engine) and the TMA bulk-copy unit (dma::tma, sm_90): every
+// the CPU proxy (dma::proxy_engine) or through device-launched copy graphs with no CPU
+// (engine_path::device_graphs), and the TMA bulk-copy unit (dma::tma, sm_90): every
 // all-reduce algorithm x depth 1/2/4/8, the other collectives, odd sizes, in place; the
 // copy-engine collectives with no kernel moving bytes (dma::copy_engine: all_reduce, and
 // all_gather / broadcast through max_ctas = 0); an SM budget; a peer that never joins.
@@ -16,15 +17,16 @@ namespace {
 using all_reduce_algos = type_list<ark::algo::one_shot, ark::algo::two_shot, ark::algo::ring>;
 using sum_only = type_list<ark::op::sum>;
 
-gpu_comm::config engine_config() {
+gpu_comm::config engine_config(ark::engine_path path = ark::engine_path::proxy) {
   gpu_comm::config c = gpu_small_config();
   c.team.staging = true;
+  c.engine = path;
   return c;
 }
 
 template <ark::collective K, class T, class Algos, class Backends, class Ops>
-void engine_matrix(Algos a, Backends b, Ops o) {
-  run_matrix<K, T, gpu>(a, b, o, engine_config(), gpu_worlds(), gpu_sizes());
+void engine_matrix(Algos a, Backends b, Ops o, ark::engine_path path = ark::engine_path::proxy) {
+  run_matrix<K, T, gpu>(a, b, o, engine_config(path), gpu_worlds(), gpu_sizes());
 }
 
 std::vector<std::int32_t> pattern(std::size_t n, int rank, int call) {
@@ -36,9 +38,9 @@ std::vector<std::int32_t> pattern(std::size_t n, int rank, int call) {
 
 /// A rank's peer never calls: the caller's wait ends in a timeout error within the bound.
 template <class B>
-void lonely_call() {
+void lonely_call(ark::engine_path path = ark::engine_path::proxy) {
   using namespace std::chrono_literals;
-  basic_world<gpu> w(gpu_count(), engine_config());
+  basic_world<gpu> w(gpu_count(), engine_config(path));
   std::chrono::milliseconds took{};
   const auto errs = w.try_run([&](gpu_comm& c, int rank) {
     if (rank != 0) return;
@@ -111,6 +113,70 @@ TEST_CASE("gpu proxy_engine: a peer that never joins is a timeout") {
   ARK_REQUIRE_GPUS(2);
   lonely_call<ark::dma::proxy_engine<4>>();
 }
+
+#if defined(ARK_HAS_DEVICE_GRAPH_LAUNCH)
+// proxy_engine served by device graphs: GPU threads post, a launcher kernel fires pre-instantiated
+// copy graphs (copy engine + signal node), no CPU on the path (this binary is built with -rdc=true)
+constexpr auto graphs = ark::engine_path::device_graphs;
+
+TEST_CASE("gpu device graphs (copy engine, no CPU): every all-reduce algorithm and depth") {
+  engine_matrix<ark::collective::all_reduce, float>(all_reduce_algos{}, all_depths<ark::dma::proxy_engine>{},
+                                                    sum_only{}, graphs);
+}
+
+TEST_CASE("gpu device graphs: the other collectives, ops and dtypes") {
+  engine_matrix<ark::collective::all_reduce, ark::bf16>(type_list<ark::algo::two_shot>{},
+                                                        type_list<ark::dma::proxy_engine<2>>{}, all_ops{}, graphs);
+  engine_matrix<ark::collective::reduce_scatter, std::int32_t>(
+      type_list<ark::algo::direct, ark::algo::ring>{}, type_list<ark::dma::proxy_engine<4>>{}, sum_only{}, graphs);
+  engine_matrix<ark::collective::all_gather, ark::fp16>(type_list<ark::algo::direct, ark::algo::ring>{},
+                                                        type_list<ark::dma::proxy_engine<8>>{}, sum_only{}, graphs);
+  engine_matrix<ark::collective::broadcast, double>(type_list<ark::algo::direct>{},
+                                                    type_list<ark::dma::proxy_engine<1>>{}, sum_only{}, graphs);
+  engine_matrix<ark::collective::reduce, std::uint8_t>(type_list<ark::algo::direct>{},
+                                                       type_list<ark::dma::proxy_engine<2>>{},
+                                                       type_list<ark::op::min>{}, graphs);
+}
+
+TEST_CASE("gpu device graphs: MB slots in four size classes, calls past 112 launches re-arm the launcher") {
+  gpu_comm::config c = engine_config(graphs);
+  c.team.workers = 4;
+  c.team.max_depth = 4;
+  c.team.slot_bytes = 1 << 20; // copies of 1 MB, 256 KB, 64 KB, 16 KB
+  c.tuning.bytes_per_worker = 1 << 20;
+  const std::vector<std::size_t> sizes =
+      std::getenv("ARK_SANITIZE") ? std::vector<std::size_t>{0, 4099, 70001}
+                                  : std::vector<std::size_t>{0, 1, 4099, 70001, (3u << 20) + 5, 40000001};
+  run_matrix<ark::collective::all_reduce, float, gpu>(
+      type_list<ark::algo::one_shot, ark::algo::ring>{},
+      type_list<ark::dma::proxy_engine<2>, ark::dma::proxy_engine<4>>{}, sum_only{}, c, gpu_worlds(), sizes);
+}
+
+TEST_CASE("gpu device graphs: a peer that never joins is a timeout") {
+  ARK_REQUIRE_GPUS(2);
+  lonely_call<ark::dma::proxy_engine<4>>(graphs);
+}
+
+TEST_CASE("gpu device graphs: not capturable in a CUDA graph, said before anything runs") {
+  basic_world<gpu> w(1, engine_config(graphs));
+  w.run([](gpu_comm& c, int rank) {
+    platform_buffer<gpu> d(4096, rank);
+    ark::detail::rt::stream_t s = nullptr;
+    REQUIRE(ark::detail::rt::stream_create(&s) == ark::detail::rt::success);
+    cudaGraph_t g = nullptr;
+    REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+    ark::call_options<gpu> o;
+    o.stream = s;
+    CHECK_THROWS_WITH_AS(
+        (c.all_reduce<ark::algo::one_shot, ark::dma::proxy_engine<2>>(d.as<float>(), d.as<float>(), 1024,
+                                                                       ark::op::sum{}, o)),
+        doctest::Contains("cannot be captured"), ark::invalid_argument);
+    REQUIRE(cudaStreamEndCapture(s, &g) == cudaSuccess);
+    if (g) (void)cudaGraphDestroy(g);
+    (void)ark::detail::rt::stream_destroy(s);
+  });
+}
+#endif
 
 TEST_CASE("gpu copy engine only (max_ctas = 0): all_gather and broadcast into registered buffers") {
   ARK_REQUIRE_GPUS(1);

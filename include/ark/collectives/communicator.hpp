@@ -11,6 +11,7 @@
 #include "ark/bootstrap/in_process.hpp"
 #include "ark/collectives/copy_engine.hpp"
 #include "ark/collectives/device_comm.hpp"
+#include "ark/dma/graph_engine.hpp"
 #include "ark/dma/proxy_engine.hpp"
 #if defined(ARK_GPU_COMPILER)
 #include "ark/dma/gpu_proxy.hpp"
@@ -97,6 +98,31 @@ struct engine_service<platform::gpu> {
 };
 #endif
 
+/// What serves the engine queues when a communicator asks for engine_path::device_graphs.
+template <class P>
+struct graph_service {
+  struct none {};
+  using type = none;
+  static constexpr bool available = false;
+};
+template <>
+struct graph_service<platform::host> { // the host model: a launcher thread and a copy pool
+  using type = dma::host_graph_engine;
+  static constexpr bool available = true;
+};
+#if defined(ARK_HAS_DEVICE_GRAPH_LAUNCH)
+template <>
+struct graph_service<platform::gpu> {
+  using type = dma::graph_engine;
+  static constexpr bool available = true;
+};
+#endif
+
+template <class B>
+inline constexpr bool is_proxy_engine = false;
+template <unsigned D>
+inline constexpr bool is_proxy_engine<dma::proxy_engine<D>> = true;
+
 /// The control block, then the engine queues: one host-visible allocation.
 inline constexpr std::size_t engine_offset = (sizeof(control_block) + 255) / 256 * 256;
 
@@ -125,6 +151,7 @@ struct custom_work {
     const auto ctx = comm.template make_context<B>(
         g, worker, workers, call_desc::make(collective::custom, 0, 0, 0, B::id, workers, 0, 0));
     f(ctx);
+    if constexpr (requires { B::finish(ctx); }) B::finish(ctx);
   }
 };
 
@@ -153,6 +180,11 @@ public:
     /// streams of proxy_engine): as cudaStreamCreateWithPriority, lower numbers run first; 0 is the
     /// default. A call on a user stream runs at that stream's priority.
     int stream_priority = 0;
+    /// Who serves dma::proxy_engine's requests: a CPU thread (engine_path::proxy, every platform),
+    /// or, on CUDA built with -rdc=true and linked with cudadevrt, a launcher kernel that fires
+    /// pre-instantiated copy graphs from the GPU with no CPU on the path
+    /// (engine_path::device_graphs; dma/graph_engine.hpp: meant for MB-sized slots).
+    engine_path engine = engine_path::proxy;
   };
 
   /// Bytes of symmetric memory a rank needs for `world` ranks and this team configuration.
@@ -184,10 +216,23 @@ public:
     } else {
       region_ = P::allocate(team_.lay.total, cfg_.device);
     }
-    control_ = P::allocate_control(detail::engine_offset + team_.lay.engine_bytes());
+    const bool graphs = cfg_.engine == engine_path::device_graphs;
+    if (graphs && !detail::graph_service<P>::available)
+      detail::throw_invalid("communicator", "engine_path::device_graphs needs CUDA device graph launch: compile "
+                                            "with nvcc -rdc=true and link with -lcudadevrt (HIP has none: use "
+                                            "engine_path::proxy)");
+    if (graphs && !team_.lay.has_staging())
+      detail::throw_invalid("communicator", "engine_path::device_graphs serves dma::proxy_engine, which needs "
+                                            "staging (team_config.staging = true)");
+    team_.engine_server = cfg_.engine;
+    control_ = P::allocate_control(detail::engine_offset + (graphs ? 0 : team_.lay.engine_bytes()));
     team_.ctl = static_cast<control_block*>(control_.device_ptr);
-    if (team_.lay.has_staging())
+    if (graphs) { // the launcher polls the queues: device memory
+      engine_mem_ = P::allocate(team_.lay.engine_bytes(), cfg_.device);
+      team_.engine = engine_mem_.ptr;
+    } else if (team_.lay.has_staging()) {
       team_.engine = static_cast<std::byte*>(control_.device_ptr) + detail::engine_offset;
+    }
     stream_ = P::create_stream(cfg_.device, cfg_.stream_priority);
 
     // Exchange where every region lives, and check that every rank configured the same layout.
@@ -208,7 +253,15 @@ public:
       team_.base[r] =
           r == rank ? region_.ptr : static_cast<std::byte*>(P::import_handle(c.handle, cfg_.device));
     }
-    if (team_.lay.has_staging()) {
+    if constexpr (detail::graph_service<P>::available) {
+      if (graphs) {
+        if constexpr (std::is_same_v<P, platform::host>)
+          graphs_.start(team_);
+        else
+          graphs_.start(team_, cfg_.device, cfg_.stream_priority);
+      }
+    }
+    if (team_.lay.has_staging() && !graphs) {
       auto* engine_host = static_cast<std::byte*>(control_.host_ptr) + detail::engine_offset;
       if constexpr (std::is_same_v<P, platform::host>) engine_.start(engine_host, team_.lay);
 #if defined(ARK_GPU_COMPILER)
@@ -238,6 +291,8 @@ public:
     } catch (...) {
     }
     if constexpr (!std::is_empty_v<engine_type>) engine_.stop();
+    if constexpr (detail::graph_service<P>::available) graphs_.stop();
+    if (quiet && engine_mem_.ptr) P::release(engine_mem_);
     for (int r = 0; r < team_.world; ++r)
       if (r != team_.rank) P::close_import(team_.base[r]);
     if (quiet && owns_region_) P::release(region_);
@@ -336,8 +391,10 @@ public:
     if (workers < 1 || workers > team_.lay.workers)
       detail::throw_invalid("launch", "workers must be in [1, " + std::to_string(team_.lay.workers) + "]");
     check_backend<B>("launch");
-    P::launch(stream_of(o), launch_shape{workers, cfg_.tuning.threads},
-              detail::custom_work<P, B, F>{with_timeout(o), f});
+    served<B>(stream_of(o), [&] {
+      P::launch(stream_of(o), launch_shape{workers, cfg_.tuning.threads},
+                detail::custom_work<P, B, F>{with_timeout(o), f});
+    });
     after_launch("launch");
   }
 
@@ -498,8 +555,10 @@ private:
       using A1 = decltype(a);
       using B1 = decltype(b);
       check_backend<B1>(call);
-      P::launch(stream_of(o), shape,
-                detail::collective_work<P, K, A1, B1, T, Op>{handle, in, out, count, root, op});
+      served<B1>(stream_of(o), [&] {
+        P::launch(stream_of(o), shape,
+                  detail::collective_work<P, K, A1, B1, T, Op>{handle, in, out, count, root, op});
+      });
       return true;
     });
     after_launch(call);
@@ -713,6 +772,22 @@ private:
       detail::throw_invalid(call, "this DMA backend needs staging (team_config.staging = true)");
   }
 
+  /// Enqueues a call's kernel (`enqueue()`) on s, with the device-graph launcher beside it when
+  /// that serves the call's backend.
+  template <class B, class F>
+  void served(typename P::stream s, F&& enqueue) {
+    if constexpr (detail::graph_service<P>::available && detail::is_proxy_engine<B> &&
+                  !std::is_same_v<P, platform::host>) { // the host model's launcher is a thread
+      if (team_.engine_server == engine_path::device_graphs) {
+        graphs_.fork(s);
+        enqueue();
+        graphs_.join(s);
+        return;
+      }
+    }
+    enqueue();
+  }
+
   device_comm<P> with_timeout(const call_options<P>& o) const {
     device_comm<P> d = device_handle();
     if (o.timeout.count() > 0) d.team.timeout_ns = static_cast<std::uint64_t>(o.timeout.count());
@@ -787,6 +862,8 @@ private:
   std::uint64_t ce_epoch_ = 0; ///< copy-engine-only calls made (GPU path)
   using engine_type = typename detail::engine_service<P>::type;
   [[no_unique_address]] engine_type engine_;
+  typename P::memory engine_mem_{}; ///< the engine queues, when device graphs serve them
+  [[no_unique_address]] typename detail::graph_service<P>::type graphs_;
 };
 
 } // namespace ark

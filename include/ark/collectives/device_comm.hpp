@@ -100,7 +100,9 @@ struct device_comm {
       const call_desc d = call_desc::make(K, A::id, static_cast<std::uint8_t>(dtype_of<T>), op_id<Op>, B::id,
                                           workers, root, count);
       const context<P, B, G> ctx(g, team, worker, workers, d);
-      return algorithms::run<K, A>(ctx, in, out, count, root, op);
+      const bool ok = algorithms::run<K, A>(ctx, in, out, count, root, op);
+      if constexpr (requires { B::finish(ctx); }) B::finish(ctx);
+      return ok;
     }
   }
 

@@ -9,7 +9,8 @@
 //
 // Who drains the queues depends on the platform: on the host, `host_proxy` copies with memcpy
 // (the software model and our test substrate); on GPUs, `gpu_proxy` (dma/gpu_proxy.hpp) issues
-// the copies to the GPU's copy engines, so the SMs only post requests.
+// the copies to the GPU's copy engines, so the SMs only post requests; on CUDA with
+// engine_path::device_graphs, `graph_engine` (dma/graph_engine.hpp) does it with no CPU at all.
 #pragma once
 
 #include "ark/dma/simple_channel.hpp"
@@ -33,7 +34,7 @@ struct proxy_engine : simple_channel<proxy_engine<Depth>> {
   /// empty). False if the queue stayed full past the timeout.
   template <class Ctx>
   ARK_HD static bool post(const Ctx& ctx, void* dst, const void* src, std::size_t bytes, std::uint64_t* flag,
-                          std::uint64_t value) {
+                          std::uint64_t value, std::uint64_t kind = request_copy) {
     using P = typename Ctx::platform;
     engine_queue* q = ctx.lay().queue(ctx.team.engine, ctx.worker);
     const std::uint64_t n = P::load_relaxed(&q->posted);
@@ -45,6 +46,7 @@ struct proxy_engine : simple_channel<proxy_engine<Depth>> {
     r.bytes = bytes;
     r.flag = reinterpret_cast<std::uint64_t>(flag);
     r.value = value;
+    r.kind = kind;
     P::store_release(&q->posted, n + 1);
     return true;
   }
@@ -64,6 +66,15 @@ struct proxy_engine : simple_channel<proxy_engine<Depth>> {
   ARK_HD static bool wait(const Ctx& ctx, const std::uint64_t* flag, std::uint64_t value, wait_kind kind,
                           int peer) {
     return wait_flag(ctx, flag, value, kind, peer);
+  }
+
+  /// Scope-collective, at the end of each call of the worker (device_comm::run, custom calls):
+  /// tells a device-graph launcher, which serves one call, that this worker is done posting.
+  template <class Ctx>
+  ARK_HD static void finish(const Ctx& ctx) {
+    ctx.g.sync();
+    if (ctx.team.engine_server == engine_path::device_graphs && ctx.g.thread_rank() == 0)
+      post(ctx, nullptr, nullptr, 0, nullptr, ctx.workers, request_end);
   }
 
   /// Waits until the engine has completed every request this worker posted.

@@ -99,6 +99,14 @@ struct simple_channel {
       }
       return close_send(ctx, ps, step, bytes);
     } else {
+      if (ctx.team.engine_server == engine_path::device_graphs) {
+        // device graphs copy only staging slots (their addresses are fixed when instantiated)
+        each_peer_in_order(ctx, ps, [&](int p) {
+          group_copy(ctx, ctx.lay().stage(ctx.local(), ctx.worker, p, step), src, bytes);
+          return true;
+        });
+        return close_send(ctx, ps, step, bytes);
+      }
       bool ok = true;
       if (ctx.g.thread_rank() == 0)
         ok = each_peer_in_order(ctx, ps, [&](int p) { return post_step(ctx, p, step, src, bytes); });

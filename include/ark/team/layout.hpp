@@ -19,7 +19,8 @@
 //   stage[w][dst][slot] local staging of what an engine backend sends to dst
 //
 // The request queues of an engine backend (queue[w], one per worker) are not in the symmetric
-// region but in the rank's control memory, which its host reads: on GPUs a CPU proxy drains them.
+// region: they live in the rank's control memory, which its host reads, where a CPU proxy drains
+// them, or in device memory where a launcher kernel does (engine_path::device_graphs).
 //
 // Flags sit 64 bytes apart so that host threads do not false-share them.
 #pragma once
@@ -63,15 +64,28 @@ struct engine_request {
   std::uint64_t bytes;
   std::uint64_t flag; // flag address to set after the copy (0: none)
   std::uint64_t value;
-  std::uint64_t pad[3];
+  std::uint64_t kind; // request_copy, or request_end: the worker's last request of a call
+  std::uint64_t pad[2];
 };
+inline constexpr std::uint64_t request_copy = 0;
+/// A worker's last request of a call (value: the call's worker count), posted only when the
+/// queues are served by device graphs (dma/graph_engine.hpp), whose launcher runs for one call.
+inline constexpr std::uint64_t request_end = 1;
 
 /// Producer/consumer counters of one worker's engine queue, followed by its requests.
 struct engine_queue {
-  std::uint64_t posted;
+  std::uint64_t posted;    ///< requests the worker posted
   std::uint64_t pad0[7];
-  std::uint64_t completed;
+  std::uint64_t completed; ///< requests the engine completed
   std::uint64_t pad1[7];
+  std::uint64_t taken;     ///< requests the device-graph launcher has taken (its own counter)
+  std::uint64_t pad2[7];
+};
+
+/// Who serves a rank's engine queues (dma::proxy_engine).
+enum class engine_path : std::uint32_t {
+  proxy = 0,         ///< a CPU thread: memcpy on the host platform, copy-engine stream work on GPUs
+  device_graphs = 1, ///< CUDA: a launcher kernel launches pre-instantiated copy graphs, no CPU
 };
 
 /// Host-visible control block of a rank: its error record and abort flag.

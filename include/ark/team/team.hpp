@@ -14,7 +14,8 @@ struct team_view {
   int world = 0;
   std::uint64_t timeout_ns = 0; ///< a wait that makes no progress this long fails
   control_block* ctl = nullptr; ///< this rank's control block (device-visible address)
-  std::byte* engine = nullptr;  ///< this rank's engine queues (host-visible, device address)
+  std::byte* engine = nullptr;  ///< this rank's engine queues (device address)
+  engine_path engine_server = engine_path::proxy; ///< who serves them
   layout lay;
   std::byte* base[max_world] = {}; ///< rank r's region, mapped into this rank's address space
 

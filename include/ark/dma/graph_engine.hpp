@@ -1,0 +1,509 @@
+// ark/dma/graph_engine.hpp: the copy engine triggered by GPU threads, with no CPU on the path.
+//
+// Serves dma::proxy_engine's request queues when a communicator is configured with
+// engine_path::device_graphs (CUDA, compiled with -rdc=true and linked with cudadevrt). The
+// symmetric region is cut into fixed slots, so every copy an engine channel can ask for is known
+// when the communicator starts: staging slot (w, peer, slot) of ours -> data slot (w, us, slot)
+// of the peer, in up to four sizes (slot_bytes / 4^k). For each of them a CUDA graph is
+// instantiated for device launch:
+//
+//   memcpy node (peer copy, a copy engine)  ->  1-thread kernel node "signal"
+//
+// and a launcher kernel (one warp, itself a device-launchable graph) runs beside each call: it
+// takes the workers' requests in order and fires the matching graph with
+// cudaGraphLaunch(..., cudaStreamGraphFireAndForget). Before each launch it writes the request's
+// flag and value into the slot's ticket; the signal node raises that flag once the copy landed
+// and counts the request completed. Launched graphs run in any order, so the signal node of a
+// channel's k-th copy first waits (bounded) until the (k-1)-th landed: a receiver's head flag
+// only grows and never runs ahead of its data.
+//
+// Limits of the mechanism (../shared/REFERENCE.md): one graph execution may fire at most 120
+// device launches, so the launcher re-arms itself with a tail launch of its own graph; a launch
+// costs ~2 us and a copy's trigger-to-flag round trip ~7 us, so this path is for large slots
+// (MB) and for running beside compute, not for small messages. The launcher serves one call: each
+// worker's last request of a call is a `request_end` (proxy_engine::finish), and the launcher
+// returns once every worker of the call posted it. Not graph-capturable (the launcher is a
+// device-launch graph of its own).
+//
+// The routing of a request to its graph (graph_route) is plain code shared with the host tests.
+#pragma once
+
+#include "ark/dma/common.hpp"
+#include "ark/platform/host.hpp"
+#include "ark/team/team.hpp"
+
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#if defined(ARK_HAS_DEVICE_GRAPH_LAUNCH)
+#include "ark/platform/gpu.hpp"
+#endif
+
+namespace ark::dma {
+
+/// Sizes of the pre-instantiated copies: slot_bytes / 4^k for k < graph_classes, each at least
+/// 16 KB (a request takes the smallest that holds it).
+ARK_HD inline unsigned graph_classes(const layout& l) {
+  unsigned c = 1;
+  while (c < 4 && (l.slot_bytes >> (2 * c)) >= (16u << 10) && (l.slot_bytes >> (2 * c)) % 256 == 0) ++c;
+  return c;
+}
+ARK_HD inline std::uint64_t graph_class_bytes(const layout& l, unsigned k) { return l.slot_bytes >> (2 * k); }
+
+/// The copy graph that serves a request: ticket (w, peer, slot) and size class.
+struct graph_route {
+  bool ok = false;
+  std::uint32_t ticket = 0; ///< (w * world + peer) * slots + slot
+  std::uint32_t cls = 0;
+  int peer = -1;
+};
+
+/// Which pre-instantiated copy serves request r of worker w: r must copy the first r.bytes of our
+/// staging slot (w, peer, slot) into peer's data slot (w, us, slot). Anything else has no graph.
+ARK_HD inline graph_route route_request(const team_view& t, unsigned w, const engine_request& r) {
+  graph_route g;
+  const layout& l = t.lay;
+  const auto first = reinterpret_cast<std::uint64_t>(l.stage(t.local(), w, 0, 0));
+  if (w >= l.workers || r.src < first || r.bytes == 0 || r.bytes > l.slot_bytes) return g;
+  const std::uint64_t off = r.src - first;
+  if (off % l.slot_bytes || off / l.slot_bytes >= std::uint64_t(l.world) * l.slots) return g;
+  const int peer = static_cast<int>(off / l.slot_bytes / l.slots);
+  const unsigned slot = static_cast<unsigned>(off / l.slot_bytes % l.slots);
+  if (peer == t.rank || r.dst != reinterpret_cast<std::uint64_t>(l.data(t.base[peer], w, t.rank, slot)))
+    return g;
+  unsigned cls = graph_classes(l) - 1;
+  while (graph_class_bytes(l, cls) < r.bytes) --cls;
+  g.ok = true;
+  g.ticket = static_cast<std::uint32_t>((std::uint64_t(w) * l.world + unsigned(peer)) * l.slots + slot);
+  g.cls = cls;
+  g.peer = peer;
+  return g;
+}
+
+/// Where copy graph (ticket, class) copies from and to.
+struct graph_copy {
+  std::byte* dst;
+  const std::byte* src;
+  std::uint64_t bytes;
+};
+ARK_HD inline graph_copy graph_copy_of(const team_view& t, std::uint32_t ticket, unsigned cls) {
+  const layout& l = t.lay;
+  const unsigned slot = ticket % l.slots;
+  const std::uint64_t chan = ticket / l.slots;
+  const auto w = static_cast<unsigned>(chan / l.world);
+  const int peer = static_cast<int>(chan % l.world);
+  return {l.data(t.base[peer], w, t.rank, slot), l.stage(t.local(), w, peer, slot), graph_class_bytes(l, cls)};
+}
+
+/// What the launcher tells the signal step of a (w, peer, slot) copy before launching it.
+struct graph_ticket {
+  std::uint64_t* flag; ///< raise to `value` once the copy landed (null: none)
+  std::uint64_t value;
+  std::uint64_t seq;  ///< the copy's number on its channel (w, peer)
+  std::uint64_t used; ///< launched before: seq is the last launch's
+};
+
+/// The engine's state: device memory on GPUs (passed by value to its kernels), host memory in the
+/// host model.
+struct graph_state {
+  team_view team;
+  graph_ticket* tickets;      ///< [(w * world + peer) * slots + slot]
+  std::uint64_t* chan_seq;    ///< [w * world + peer]: copies launched (the launcher's)
+  std::uint64_t* chan_landed; ///< [w * world + peer]: copies landed (the signal steps')
+  std::uint64_t* ended;       ///< workers of the current call that posted request_end
+  std::uint64_t timeout_ns;   ///< the launcher gives up after this long without a request
+  unsigned classes;
+};
+
+/// Why serve_call returned.
+enum class serve_end { call_done, rearm, failed, stopped };
+
+/// Most launches one serve_call makes before it returns `rearm` (one CUDA graph execution may
+/// fire at most 120).
+inline constexpr unsigned graph_launches_per_execution = 112;
+
+/// The launcher: takes every worker's requests in order and fires the copy that serves each
+/// (launch(ticket, cls) -> bool), until every worker of the call posted request_end. Bare
+/// signals wait for the worker's earlier requests; a ticket is rewritten only once its previous
+/// copy landed. `since_start`: the timeout runs from the start (GPUs), else from the first request.
+/// keep() -> false stops it (the host model's shutdown).
+ARK_EXEC_CHECK_DISABLE
+template <class P, class Launch, class Keep>
+ARK_HD serve_end serve_call(const graph_state& v, Launch&& launch, Keep&& keep, bool since_start) {
+  const team_view& t = v.team;
+  const layout& l = t.lay;
+  unsigned launches = 0;
+  std::uint64_t last = P::now_ns();
+  bool started = since_start || *v.ended != 0;
+  auto fail = [&](errc code, unsigned w, std::uint64_t step, std::uint64_t a, std::uint64_t b) {
+    record_error<P>(t, code, static_cast<std::uint32_t>(wait_kind::engine), -1, w, step, a, b);
+    *v.ended = 0;
+    return serve_end::failed;
+  };
+  for (unsigned idle = 0;; ++idle) {
+    bool worked = false;
+    for (unsigned w = 0; w < l.workers; ++w) {
+      engine_queue* q = l.queue(t.engine, w);
+      std::uint64_t taken = q->taken;
+      const std::uint64_t posted = P::load_acquire(&q->posted);
+      for (; taken < posted; ++taken) {
+        const engine_request r = l.requests(t.engine, w)[taken % l.queue_capacity];
+        if (r.kind == request_end) {
+          P::fetch_add(&q->completed, 1);
+          if (++*v.ended == r.value) { // every worker of the call is done posting
+            *v.ended = 0;
+            q->taken = taken + 1;
+            return serve_end::call_done;
+          }
+        } else if (r.dst && r.bytes) {
+          const graph_route g = route_request(t, w, r);
+          if (!g.ok) { // not a channel slot: no copy was instantiated for it
+            q->taken = taken;
+            return fail(errc::unsupported, w, taken, r.dst, r.src);
+          }
+          graph_ticket* tk = v.tickets + g.ticket;
+          const std::uint64_t chan = g.ticket / l.slots;
+          if (tk->used && P::load_acquire(&v.chan_landed[chan]) <= tk->seq) break; // not landed yet
+          if (launches == graph_launches_per_execution) {
+            q->taken = taken;
+            return serve_end::rearm;
+          }
+          tk->flag = reinterpret_cast<std::uint64_t*>(r.flag);
+          tk->value = r.value;
+          tk->seq = v.chan_seq[chan]++;
+          tk->used = 1;
+          P::fence();
+          if (!launch(g.ticket, g.cls)) {
+            q->taken = taken;
+            return fail(errc::platform, w, taken, 1, 0);
+          }
+          ++launches;
+        } else if (r.flag) {
+          if (P::load_acquire(&q->completed) < taken) break; // the worker's earlier requests first
+          P::fence();
+          P::store_release(reinterpret_cast<std::uint64_t*>(r.flag), r.value);
+          P::fetch_add(&q->completed, 1);
+        } else {
+          P::fetch_add(&q->completed, 1);
+        }
+        worked = true;
+      }
+      q->taken = taken;
+    }
+    const std::uint64_t now = P::now_ns();
+    if (worked) {
+      last = now;
+      started = true;
+      idle = 0;
+      continue;
+    }
+    if (!started) last = now;
+    if (now - last > v.timeout_ns) return fail(errc::timeout, 0, 0, *v.ended, 0); // a worker stopped posting
+    if ((idle & 1023u) == 1023u && (!keep() || (now - last > 100000 && P::load_acquire(&t.ctl->abort)))) {
+      *v.ended = 0;
+      return serve_end::stopped;
+    }
+    P::pause(idle);
+  }
+}
+
+/// The signal step of copy `ticket`, once its bytes landed: raises the request's flag and counts
+/// it completed, unless the channel's previous copy has not been signalled yet (false: try again).
+template <class P>
+ARK_HD bool try_signal(const graph_state& v, std::uint32_t ticket) {
+  const layout& l = v.team.lay;
+  const graph_ticket t = v.tickets[ticket];
+  const std::uint64_t chan = ticket / l.slots;
+  if (P::load_acquire(v.chan_landed + chan) != t.seq) return false;
+  if (t.flag) {
+    P::fence();
+    P::store_release(t.flag, t.value);
+  }
+  P::store_release(v.chan_landed + chan, t.seq + 1);
+  P::fetch_add(&l.queue(v.team.engine, static_cast<unsigned>(chan / l.world))->completed, 1);
+  return true;
+}
+
+/// The host model of the engine (engine_path::device_graphs on the host platform): a launcher
+/// thread runs serve_call; "launched copies" go to a pool whose threads take them in random
+/// order, copy, then signal (in channel order, as the GPU's signal nodes do by waiting).
+class host_graph_engine {
+public:
+  host_graph_engine() = default;
+  host_graph_engine(const host_graph_engine&) = delete;
+  host_graph_engine& operator=(const host_graph_engine&) = delete;
+  ~host_graph_engine() { stop(); }
+
+  void start(const team_view& t) {
+    stop();
+    const layout& l = t.lay;
+    const std::size_t tickets = std::size_t(l.workers) * l.world * l.slots, chans = std::size_t(l.workers) * l.world;
+    tickets_.assign(tickets, graph_ticket{});
+    counters_.assign(2 * chans + 1, 0);
+    state_ = {t, tickets_.data(), counters_.data(), counters_.data() + chans, counters_.data() + 2 * chans,
+              2 * t.timeout_ns, graph_classes(l)};
+    stop_.store(false);
+    launcher_ = std::thread([this] { run_launcher(); });
+    for (auto& c : copiers_) c = std::thread([this, &c] { run_copier(static_cast<unsigned>(&c - copiers_)); });
+  }
+
+  void stop() {
+    stop_.store(true);
+    work_.notify_all();
+    if (launcher_.joinable()) launcher_.join();
+    for (auto& c : copiers_)
+      if (c.joinable()) c.join();
+    pending_.clear();
+  }
+
+  /// Copies launched so far, and launcher executions (calls served plus re-arms).
+  std::uint64_t launches() const { return launches_.load(); }
+  std::uint64_t executions() const { return executions_.load(); }
+
+private:
+  using P = platform::host;
+  struct item {
+    std::uint32_t ticket, cls;
+    bool copied, busy;
+  };
+
+  void run_launcher() {
+    auto launch = [this](std::uint32_t ticket, unsigned cls) {
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        pending_.push_back({ticket, cls, false, false});
+      }
+      launches_.fetch_add(1);
+      work_.notify_one();
+      return true;
+    };
+    auto keep = [this] { return !stop_.load(std::memory_order_relaxed); };
+    while (!stop_.load()) {
+      if (serve_call<P>(state_, launch, keep, false) != serve_end::stopped) executions_.fetch_add(1);
+    }
+  }
+
+  void run_copier(unsigned seed) {
+    std::uint64_t x = 0x9E3779B97F4A7C15ull * (seed + 1);
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (!stop_.load()) {
+      std::vector<std::size_t> free;
+      for (std::size_t i = 0; i < pending_.size(); ++i)
+        if (!pending_[i].busy) free.push_back(i);
+      if (free.empty()) {
+        work_.wait_for(lock, std::chrono::microseconds(200));
+        continue;
+      }
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      item& it = pending_[free[x % free.size()]];
+      if (!it.copied) { // the copy node: out of order
+        it.busy = true;
+        const item mine = it;
+        lock.unlock();
+        const graph_copy c = graph_copy_of(state_.team, mine.ticket, mine.cls);
+        std::memcpy(c.dst, c.src, c.bytes);
+        lock.lock();
+        for (auto& p : pending_)
+          if (p.ticket == mine.ticket && p.busy && !p.copied) p.copied = true, p.busy = false;
+      } else if (try_signal<P>(state_, it.ticket)) { // the signal node: in channel order
+        it = pending_.back();
+        pending_.pop_back();
+      } else {
+        lock.unlock();
+        P::pause(0);
+        lock.lock();
+      }
+    }
+  }
+
+  graph_state state_{};
+  std::vector<graph_ticket> tickets_;
+  std::vector<std::uint64_t> counters_;
+  std::vector<item> pending_;
+  std::mutex mutex_;
+  std::condition_variable work_;
+  std::thread launcher_, copiers_[2];
+  std::atomic<bool> stop_{true};
+  std::atomic<std::uint64_t> launches_{0}, executions_{0};
+};
+
+#if defined(ARK_HAS_DEVICE_GRAPH_LAUNCH)
+
+namespace detail {
+
+/// The kernel node of every copy graph: one thread, after the copy landed; copies of one channel
+/// land in any order, so it waits (bounded) for the channel's previous one.
+template <int = 0>
+__global__ void graph_signal_kernel(graph_state v, std::uint32_t ticket) {
+  using P = platform::gpu;
+  const std::uint64_t start = P::now_ns();
+  while (!try_signal<P>(v, ticket)) {
+    if (P::now_ns() - start > v.timeout_ns) {
+      const std::uint64_t chan = ticket / v.team.lay.slots;
+      record_error<P>(v.team, errc::timeout, static_cast<std::uint32_t>(wait_kind::engine), -1,
+                      static_cast<unsigned>(chan / v.team.lay.world), v.tickets[ticket].seq,
+                      v.tickets[ticket].seq, P::load_acquire(v.chan_landed + chan));
+      return;
+    }
+  }
+}
+
+/// The launcher graph's kernel: one thread serves the call; re-arms itself with a tail launch
+/// of its own graph before CUDA's limit of fire-and-forget launches per execution.
+template <int = 0>
+__global__ void graph_launcher_kernel(graph_state v, cudaGraphExec_t* graphs) {
+  using P = platform::gpu;
+  if (threadIdx.x != 0) return;
+  auto launch = [&](std::uint32_t ticket, unsigned cls) {
+    return cudaGraphLaunch(graphs[ticket * v.classes + cls], cudaStreamGraphFireAndForget) == cudaSuccess;
+  };
+  const serve_end e = serve_call<P>(v, launch, [] { return true; }, true);
+  if (e == serve_end::rearm && cudaGraphLaunch(cudaGetCurrentGraphExec(), cudaStreamGraphTailLaunch) != cudaSuccess)
+    record_error<P>(v.team, errc::platform, static_cast<std::uint32_t>(wait_kind::engine), -1, 0, 0, 2, 0);
+}
+
+} // namespace detail
+
+/// The engine of one rank: the copy graphs, the launcher graph and the stream it runs on.
+class graph_engine {
+public:
+  graph_engine() = default;
+  graph_engine(const graph_engine&) = delete;
+  graph_engine& operator=(const graph_engine&) = delete;
+  ~graph_engine() { stop(); }
+
+  /// Instantiates and uploads every copy graph (workers x peers x slots x classes) and the
+  /// launcher. `t.engine` must be the rank's engine queues in device memory.
+  void start(const team_view& t, int device, int priority) {
+    namespace rt = ark::detail::rt;
+    stop();
+    device_ = device;
+    rt::check(rt::set_device(device), "set device");
+    const layout& l = t.lay;
+    const unsigned classes = graph_classes(l);
+    const std::size_t tickets = std::size_t(l.workers) * l.world * l.slots, chans = std::size_t(l.workers) * l.world;
+    const std::size_t bytes = tickets * sizeof(graph_ticket) + 2 * chans * 8 + 8 + tickets * classes * sizeof(void*);
+    rt::check(rt::malloc(&mem_, bytes), "allocate graph engine state");
+    rt::check(rt::memset(mem_, 0, bytes), "clear graph engine state");
+    auto* p = static_cast<std::byte*>(mem_);
+    view_.team = t;
+    view_.tickets = reinterpret_cast<graph_ticket*>(p);
+    view_.chan_seq = reinterpret_cast<std::uint64_t*>(p + tickets * sizeof(graph_ticket));
+    view_.chan_landed = view_.chan_seq + chans;
+    view_.ended = view_.chan_landed + chans;
+    graphs_ = reinterpret_cast<cudaGraphExec_t*>(view_.ended + 1);
+    view_.classes = classes;
+    view_.timeout_ns = 2 * t.timeout_ns;
+    stream_ = platform::gpu::create_stream(device, priority);
+    rt::check(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming), "create event");
+    rt::check(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming), "create event");
+
+    std::vector<cudaGraphExec_t> table(tickets * classes, nullptr);
+    for (unsigned w = 0; w < l.workers; ++w)
+      for (int peer = 0; peer < t.world; ++peer) {
+        if (peer == t.rank) continue;
+        for (unsigned slot = 0; slot < l.slots; ++slot) {
+          const auto ticket = static_cast<std::uint32_t>((std::uint64_t(w) * l.world + unsigned(peer)) * l.slots + slot);
+          for (unsigned k = 0; k < classes; ++k) table[ticket * classes + k] = instantiate_copy(ticket, k);
+        }
+      }
+    rt::check(rt::memcpy(graphs_, table.data(), table.size() * sizeof(void*)), "copy graph table");
+    launcher_ = instantiate_launcher();
+    rt::check(cudaStreamSynchronize(stream_), "upload graphs");
+  }
+
+  /// Runs the launcher beside the call about to be enqueued on `s` (call join(s) after it).
+  void fork(cudaStream_t s) {
+    namespace rt = ark::detail::rt;
+    if (rt::is_capturing(s))
+      ark::detail::throw_invalid("proxy_engine", "served by device graphs (engine_path::device_graphs), it "
+                                                 "cannot be captured in a CUDA graph: its launcher is a "
+                                                 "device-launch graph of its own");
+    rt::check(cudaEventRecord(fork_, s), "record event");
+    rt::check(cudaStreamWaitEvent(stream_, fork_, 0), "wait event");
+    rt::check(cudaGraphLaunch(launcher_, stream_), "launch the graph engine's launcher");
+    rt::check(cudaEventRecord(join_, stream_), "record event");
+  }
+  /// The call on `s` completes only once the launcher has served it.
+  void join(cudaStream_t s) { ark::detail::rt::check(cudaStreamWaitEvent(s, join_, 0), "wait event"); }
+
+  void stop() {
+    if (!mem_) return;
+    (void)ark::detail::rt::set_device(device_);
+    (void)cudaStreamSynchronize(stream_);
+    for (auto g : execs_) (void)cudaGraphExecDestroy(g);
+    execs_.clear();
+    if (launcher_) (void)cudaGraphExecDestroy(launcher_);
+    launcher_ = nullptr;
+    (void)cudaEventDestroy(fork_);
+    (void)cudaEventDestroy(join_);
+    (void)cudaStreamDestroy(stream_);
+    (void)ark::detail::rt::free(mem_);
+    mem_ = nullptr;
+  }
+
+  /// Copy graphs instantiated (workers x peers x slots x size classes).
+  std::size_t graphs() const { return execs_.size(); }
+
+private:
+  cudaGraphExec_t instantiate_copy(std::uint32_t ticket, unsigned cls) {
+    namespace rt = ark::detail::rt;
+    const graph_copy c = graph_copy_of(view_.team, ticket, cls);
+    cudaGraph_t g = nullptr;
+    cudaGraphNode_t copy = nullptr, signal = nullptr;
+    rt::check(cudaGraphCreate(&g, 0), "create copy graph");
+    rt::check(cudaGraphAddMemcpyNode1D(&copy, g, nullptr, 0, c.dst, c.src, c.bytes, cudaMemcpyDeviceToDevice),
+              "add copy node");
+    cudaKernelNodeParams kp{};
+    void* args[] = {&view_, &ticket};
+    kp.func = reinterpret_cast<void*>(&detail::graph_signal_kernel<0>);
+    kp.gridDim = dim3(1);
+    kp.blockDim = dim3(1);
+    kp.kernelParams = args;
+    rt::check(cudaGraphAddKernelNode(&signal, g, &copy, 1, &kp), "add signal node");
+    cudaGraphExec_t e = nullptr;
+    const cudaError_t err = cudaGraphInstantiateWithFlags(&e, g, cudaGraphInstantiateFlagDeviceLaunch);
+    (void)cudaGraphDestroy(g);
+    rt::check(err, "instantiate copy graph for device launch");
+    execs_.push_back(e);
+    rt::check(cudaGraphUpload(e, stream_), "upload copy graph");
+    return e;
+  }
+
+  cudaGraphExec_t instantiate_launcher() {
+    namespace rt = ark::detail::rt;
+    cudaGraph_t g = nullptr;
+    cudaGraphNode_t node = nullptr;
+    rt::check(cudaGraphCreate(&g, 0), "create launcher graph");
+    cudaKernelNodeParams kp{};
+    void* args[] = {&view_, &graphs_};
+    kp.func = reinterpret_cast<void*>(&detail::graph_launcher_kernel<0>);
+    kp.gridDim = dim3(1);
+    kp.blockDim = dim3(32);
+    kp.kernelParams = args;
+    rt::check(cudaGraphAddKernelNode(&node, g, nullptr, 0, &kp), "add launcher node");
+    cudaGraphExec_t e = nullptr;
+    const cudaError_t err = cudaGraphInstantiateWithFlags(&e, g, cudaGraphInstantiateFlagDeviceLaunch);
+    (void)cudaGraphDestroy(g);
+    rt::check(err, "instantiate launcher graph for device launch");
+    rt::check(cudaGraphUpload(e, stream_), "upload launcher graph");
+    return e;
+  }
+
+  int device_ = 0;
+  void* mem_ = nullptr;
+  graph_state view_{};
+  cudaGraphExec_t* graphs_ = nullptr; ///< device memory: [ticket * classes + class]
+  cudaStream_t stream_ = nullptr;
+  cudaEvent_t fork_ = nullptr, join_ = nullptr;
+  cudaGraphExec_t launcher_ = nullptr;
+  std::vector<cudaGraphExec_t> execs_;
+};
+
+#endif // ARK_HAS_DEVICE_GRAPH_LAUNCH
+
+} // namespace ark::dma

@@ -391,10 +391,8 @@ public:
     if (workers < 1 || workers > team_.lay.workers)
       detail::throw_invalid("launch", "workers must be in [1, " + std::to_string(team_.lay.workers) + "]");
     check_backend<B>("launch");
-    served<B>(stream_of(o), [&] {
-      P::launch(stream_of(o), launch_shape{workers, cfg_.tuning.threads},
-                detail::custom_work<P, B, F>{with_timeout(o), f});
-    });
+    enqueue<B>(stream_of(o), launch_shape{workers, cfg_.tuning.threads},
+               detail::custom_work<P, B, F>{with_timeout(o), f});
     after_launch("launch");
   }
 
@@ -555,10 +553,7 @@ private:
       using A1 = decltype(a);
       using B1 = decltype(b);
       check_backend<B1>(call);
-      served<B1>(stream_of(o), [&] {
-        P::launch(stream_of(o), shape,
-                  detail::collective_work<P, K, A1, B1, T, Op>{handle, in, out, count, root, op});
-      });
+      enqueue<B1>(stream_of(o), shape, detail::collective_work<P, K, A1, B1, T, Op>{handle, in, out, count, root, op});
       return true;
     });
     after_launch(call);
@@ -772,20 +767,22 @@ private:
       detail::throw_invalid(call, "this DMA backend needs staging (team_config.staging = true)");
   }
 
-  /// Enqueues a call's kernel (`enqueue()`) on s, with the device-graph launcher beside it when
-  /// that serves the call's backend.
-  template <class B, class F>
-  void served(typename P::stream s, F&& enqueue) {
+  /// Launches a call's kernel on s, with the device-graph launcher beside it when that serves
+  /// the call's backend.
+  template <class B, class W>
+  void enqueue(typename P::stream s, launch_shape shape, const W& work) {
     if constexpr (detail::graph_service<P>::available && detail::is_proxy_engine<B> &&
                   !std::is_same_v<P, platform::host>) { // the host model's launcher is a thread
       if (team_.engine_server == engine_path::device_graphs) {
+        graphs_.check_capturable(s);
+        P::preload(s, work); // before the launcher spins: a lazy load would wait for it
         graphs_.fork(s);
-        enqueue();
+        P::launch(s, shape, work);
         graphs_.join(s);
         return;
       }
     }
-    enqueue();
+    P::launch(s, shape, work);
   }
 
   device_comm<P> with_timeout(const call_options<P>& o) const {

@@ -416,13 +416,17 @@ public:
     rt::check(cudaStreamSynchronize(stream_), "upload graphs");
   }
 
-  /// Runs the launcher beside the call about to be enqueued on `s` (call join(s) after it).
-  void fork(cudaStream_t s) {
-    namespace rt = ark::detail::rt;
-    if (rt::is_capturing(s))
+  /// Throws before anything is enqueued if `s` is being captured into a CUDA graph.
+  static void check_capturable(cudaStream_t s) {
+    if (ark::detail::rt::is_capturing(s))
       ark::detail::throw_invalid("proxy_engine", "served by device graphs (engine_path::device_graphs), it "
                                                  "cannot be captured in a CUDA graph: its launcher is a "
                                                  "device-launch graph of its own");
+  }
+
+  /// Runs the launcher beside the call about to be enqueued on `s` (call join(s) after it).
+  void fork(cudaStream_t s) {
+    namespace rt = ark::detail::rt;
     rt::check(cudaEventRecord(fork_, s), "record event");
     rt::check(cudaStreamWaitEvent(stream_, fork_, 0), "wait event");
     rt::check(cudaGraphLaunch(launcher_, stream_), "launch the graph engine's launcher");

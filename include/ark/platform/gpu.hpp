@@ -12,6 +12,7 @@
 #include "ark/platform/gpu_runtime.hpp"
 #include "ark/scope/gpu.hpp"
 
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <utility>
@@ -264,6 +265,23 @@ struct gpu {
 
   /// Launches on the stream's device (while a stream is being captured, querying its device is
   /// not allowed: the calling thread's current device is used, as CUDA requires anyway).
+  /// Loads the kernel that launch(s, shape, work) runs before its first launch. With lazy module
+  /// loading (CUDA's default) the first launch of a kernel loads it, and a load waits for the
+  /// kernels running in the context: one that spins until this kernel runs (the device-graph
+  /// launcher) would wait for ever.
+  template <class F>
+  static void preload(stream s, const F&) {
+    static std::atomic<std::uint64_t> loaded{0}; // one bit per device: modules load per context
+    int device = 0;
+    detail::rt::check(detail::rt::stream_device(s, &device), "find the stream's device");
+    const std::uint64_t bit = device < 64 ? std::uint64_t{1} << device : 0;
+    if (bit && (loaded.load(std::memory_order_relaxed) & bit)) return;
+    detail::rt::check(detail::rt::set_device(device), "set device");
+    detail::rt::check(detail::rt::load_function(reinterpret_cast<const void*>(&detail::run_workers<F>)),
+                      "load collective kernel");
+    loaded.fetch_or(bit, std::memory_order_relaxed);
+  }
+
   template <class F>
   static void launch(stream s, launch_shape shape, const F& work) {
     if (!detail::rt::is_capturing(s)) {

@@ -92,6 +92,11 @@ inline error_t stream_wait_value(stream_t st, const std::uint64_t* p, std::uint6
 inline error_t stream_destroy(stream_t s) { return cudaStreamDestroy(s); }
 inline error_t stream_synchronize(stream_t s) { return cudaStreamSynchronize(s); }
 inline error_t stream_device(stream_t s, int* d) { return cudaStreamGetDevice(s, d); }
+/// Loads kernel f now if lazy module loading has not yet (any query of the function does).
+inline error_t load_function(const void* f) {
+  cudaFuncAttributes a;
+  return cudaFuncGetAttributes(&a, f);
+}
 inline bool is_capturing(stream_t s) {
   cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
   return cudaStreamIsCapturing(s, &st) == cudaSuccess && st != cudaStreamCaptureStatusNone;
@@ -195,6 +200,10 @@ inline error_t stream_wait_value(stream_t st, const std::uint64_t* p, std::uint6
 }
 inline error_t stream_destroy(stream_t s) { return hipStreamDestroy(s); }
 inline error_t stream_synchronize(stream_t s) { return hipStreamSynchronize(s); }
+inline error_t load_function(const void* f) {
+  hipFuncAttributes a;
+  return hipFuncGetAttributes(&a, f);
+}
 inline error_t stream_device(stream_t s, int* d) {
   *d = hipGetStreamDeviceId(s);
   return *d < 0 ? hipErrorInvalidHandle : hipSuccess;

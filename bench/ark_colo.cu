@@ -171,13 +171,14 @@ public:
 #if defined(ARK_HAS_DEVICE_GRAPH_LAUNCH)
     const auto t0 = std::chrono::steady_clock::now();
     gr_ = std::make_unique<comm_t>(ark::in_process_bootstrap(s.g_gr, rank), graph_config(rank));
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     const ark::layout& l = gr_->team().lay;
     if (rank == 0)
       std::printf("device graphs: %u copy graphs per rank (%u workers x %d peers x %u slots x %u sizes), "
                   "communicator set up in %.0f ms\n",
-                  l.workers * (s.world - 1) * l.slots * ark::dma::graph_classes(l), l.workers, s.world - 1, l.slots,
-                  ark::dma::graph_classes(l), ms);
+                  l.workers * (s.world - 1) * l.slots * ark::dma::graph_classes(l), l.workers, s.world - 1,
+                  l.slots, ark::dma::graph_classes(l), ms);
 #endif
     CK(rt::set_device(rank));
     int lo = 0, hi = 0;

@@ -30,8 +30,11 @@ ark::engine_request copy_request(const void* dst, const void* src, std::size_t b
 
 TEST_CASE("graph engine: size classes are slot_bytes / 4^k, at least 16 KB, at most four") {
   ark::team_config tc;
-  for (auto [slot, classes] : {std::pair<std::size_t, unsigned>{1024, 1}, {64 << 10, 2}, {256 << 10, 3},
-                               {4 << 20, 4}, {64 << 20, 4}}) {
+  for (auto [slot, classes] : {std::pair<std::size_t, unsigned>{1024, 1},
+                               {64 << 10, 2},
+                               {256 << 10, 3},
+                               {4 << 20, 4},
+                               {64 << 20, 4}}) {
     tc.slot_bytes = slot;
     const ark::layout l = ark::make_layout(2, tc);
     CHECK(ark::dma::graph_classes(l) == classes);
@@ -51,8 +54,8 @@ TEST_CASE("graph engine: every staging slot routes to its copy; anything else ha
   for (unsigned w = 0; w < l.workers; ++w)
     for (int peer = 0; peer < world; ++peer)
       for (unsigned slot = 0; slot < l.slots; ++slot)
-        for (std::size_t bytes : {std::size_t{1}, std::size_t{16 << 10}, std::size_t{(16 << 10) + 1},
-                                  std::size_t{64 << 10}}) {
+        for (std::size_t bytes :
+             {std::size_t{1}, std::size_t{16 << 10}, std::size_t{(16 << 10) + 1}, std::size_t{64 << 10}}) {
           const std::byte* src = l.stage(t.local(), w, peer, slot);
           std::byte* dst = l.data(t.base[peer], w, me, slot);
           const ark::dma::graph_route g = ark::dma::route_request(t, w, copy_request(dst, src, bytes));
@@ -77,13 +80,15 @@ TEST_CASE("graph engine: every staging slot routes to its copy; anything else ha
           CHECK_FALSE(ark::dma::route_request(t, w, copy_request(dst, src, l.slot_bytes + 1)).ok);
           CHECK_FALSE(ark::dma::route_request(t, (w + 1) % l.workers, copy_request(dst, src, bytes)).ok);
           // the peer's data slot of another worker, or our own data slot as the source
-          CHECK_FALSE(ark::dma::route_request(t, w, copy_request(dst, l.data(t.local(), w, peer, slot), bytes)).ok);
+          CHECK_FALSE(
+              ark::dma::route_request(t, w, copy_request(dst, l.data(t.local(), w, peer, slot), bytes)).ok);
         }
   CHECK(routed == std::size_t(l.workers) * (world - 1) * l.slots * 4);
   CHECK_FALSE(ark::dma::route_request(t, l.workers, copy_request(nullptr, nullptr, 1)).ok);
 }
 
-TEST_CASE("graph engine: the host model serves posts in order, out-of-order copies, re-arms past 112 launches") {
+TEST_CASE(
+    "graph engine: the host model serves posts in order, out-of-order copies, re-arms past 112 launches") {
   // rank 0 of a two-rank team whose regions both live here; worker 0 posts to rank 1
   ark::team_config tc;
   tc.workers = 1;
@@ -164,22 +169,23 @@ typename ark::communicator<P>::config graph_config() {
 
 TEST_CASE_TEMPLATE("graph engine (host model): all_reduce, every algorithm and depth", T, float, ark::bf16,
                    std::int32_t) {
-  run_matrix<ark::collective::all_reduce, T>(type_list<ark::algo::one_shot, ark::algo::two_shot, ark::algo::ring>{},
-                                             all_depths<ark::dma::proxy_engine>{}, type_list<ark::op::sum>{},
-                                             graph_config(), {1, 2, 3, 4});
+  run_matrix<ark::collective::all_reduce, T>(
+      type_list<ark::algo::one_shot, ark::algo::two_shot, ark::algo::ring>{},
+      all_depths<ark::dma::proxy_engine>{}, type_list<ark::op::sum>{}, graph_config(), {1, 2, 3, 4});
 }
 
 TEST_CASE("graph engine (host model): every op, every other collective, custom launches") {
   using engine_depths = type_list<ark::dma::proxy_engine<2>, ark::dma::proxy_engine<8>>;
   const std::vector<int> worlds{2, 3};
   run_matrix<ark::collective::all_reduce, double>(type_list<ark::algo::two_shot>{},
-                                                  type_list<ark::dma::proxy_engine<3>>{}, all_ops{}, graph_config(),
-                                                  worlds);
-  run_matrix<ark::collective::reduce_scatter, float>(type_list<ark::algo::direct, ark::algo::ring>{}, engine_depths{},
-                                                     type_list<ark::op::min>{}, graph_config(), worlds);
+                                                  type_list<ark::dma::proxy_engine<3>>{}, all_ops{},
+                                                  graph_config(), worlds);
+  run_matrix<ark::collective::reduce_scatter, float>(type_list<ark::algo::direct, ark::algo::ring>{},
+                                                     engine_depths{}, type_list<ark::op::min>{},
+                                                     graph_config(), worlds);
   run_matrix<ark::collective::all_gather, std::int64_t>(type_list<ark::algo::direct, ark::algo::ring>{},
-                                                        engine_depths{}, type_list<ark::op::sum>{}, graph_config(),
-                                                        worlds);
+                                                        engine_depths{}, type_list<ark::op::sum>{},
+                                                        graph_config(), worlds);
   run_matrix<ark::collective::broadcast, ark::fp16>(type_list<ark::algo::direct>{}, engine_depths{},
                                                     type_list<ark::op::sum>{}, graph_config(), worlds);
   run_matrix<ark::collective::reduce, std::uint8_t>(type_list<ark::algo::direct>{}, engine_depths{},
@@ -193,6 +199,20 @@ TEST_CASE("graph engine: configuration errors before anything runs") {
   const auto errors = w.try_run([](ark::communicator<host>&, int) {}); // constructing failed on every rank
   for (const auto& e : errors) {
     REQUIRE(e);
-    CHECK_THROWS_WITH_AS(std::rethrow_exception(e), doctest::Contains("needs staging"), ark::invalid_argument);
+    CHECK_THROWS_WITH_AS(std::rethrow_exception(e), doctest::Contains("needs staging"),
+                         ark::invalid_argument);
   }
+}
+
+TEST_CASE("graph engine: device graphs serve the calls the communicator enqueues; the CPU proxy every call") {
+  ark::team_view t;
+  using engine = ark::dma::proxy_engine<2>;
+  CHECK(engine::served(t)); // engine_path::proxy
+  t.engine_server = ark::engine_path::device_graphs;
+  CHECK_FALSE(engine::served(t)); // a call from the user's own kernel: no launcher beside it
+  t.launcher_beside = true;
+  CHECK(engine::served(t));
+  // on the host platform the model's launcher is a thread: the device-side handle is served too
+  basic_world<host> w(1, graph_config());
+  w.run([](ark::communicator<host>& c, int) { CHECK(engine::served(c.device_handle().team)); });
 }

@@ -126,14 +126,16 @@ TEST_CASE("gpu device graphs (copy engine, no CPU): every all-reduce algorithm a
 }
 
 TEST_CASE("gpu device graphs: the other collectives, ops and dtypes") {
-  engine_matrix<ark::collective::all_reduce, ark::bf16>(type_list<ark::algo::two_shot>{},
-                                                        type_list<ark::dma::proxy_engine<2>>{}, all_ops{}, graphs);
+  engine_matrix<ark::collective::all_reduce, ark::bf16>(
+      type_list<ark::algo::two_shot>{}, type_list<ark::dma::proxy_engine<2>>{}, all_ops{}, graphs);
   engine_matrix<ark::collective::reduce_scatter, std::int32_t>(
-      type_list<ark::algo::direct, ark::algo::ring>{}, type_list<ark::dma::proxy_engine<4>>{}, sum_only{}, graphs);
+      type_list<ark::algo::direct, ark::algo::ring>{}, type_list<ark::dma::proxy_engine<4>>{}, sum_only{},
+      graphs);
   engine_matrix<ark::collective::all_gather, ark::fp16>(type_list<ark::algo::direct, ark::algo::ring>{},
-                                                        type_list<ark::dma::proxy_engine<8>>{}, sum_only{}, graphs);
-  engine_matrix<ark::collective::broadcast, double>(type_list<ark::algo::direct>{},
-                                                    type_list<ark::dma::proxy_engine<1>>{}, sum_only{}, graphs);
+                                                        type_list<ark::dma::proxy_engine<8>>{}, sum_only{},
+                                                        graphs);
+  engine_matrix<ark::collective::broadcast, double>(
+      type_list<ark::algo::direct>{}, type_list<ark::dma::proxy_engine<1>>{}, sum_only{}, graphs);
   engine_matrix<ark::collective::reduce, std::uint8_t>(type_list<ark::algo::direct>{},
                                                        type_list<ark::dma::proxy_engine<2>>{},
                                                        type_list<ark::op::min>{}, graphs);
@@ -158,6 +160,25 @@ TEST_CASE("gpu device graphs: a peer that never joins is a timeout") {
   lonely_call<ark::dma::proxy_engine<4>>(graphs);
 }
 
+template <class B>
+__global__ void device_side_all_reduce(ark::device_comm<gpu> comm, float* d, std::size_t n) {
+  ark::block_scope block;
+  comm.all_reduce<ark::algo::one_shot, B>(block, blockIdx.x, gridDim.x, d, d, n);
+}
+
+TEST_CASE("gpu device graphs: a call from inside the user's kernel is refused, not left waiting") {
+  basic_world<gpu> w(1, engine_config(graphs));
+  w.run([](gpu_comm& c, int rank) {
+    platform_buffer<gpu> d(4096, rank);
+    const auto t0 = std::chrono::steady_clock::now();
+    device_side_all_reduce<ark::dma::proxy_engine<2>>
+        <<<1, 256, 0, c.stream()>>>(c.device_handle(), d.as<float>(), 1024);
+    CHECK_THROWS_AS(c.synchronize(), ark::error);
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2));
+    CHECK(c.last_error().code == static_cast<std::uint32_t>(ark::errc::unsupported));
+  });
+}
+
 TEST_CASE("gpu device graphs: not capturable in a CUDA graph, said before anything runs") {
   basic_world<gpu> w(1, engine_config(graphs));
   w.run([](gpu_comm& c, int rank) {
@@ -168,10 +189,9 @@ TEST_CASE("gpu device graphs: not capturable in a CUDA graph, said before anythi
     REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
     ark::call_options<gpu> o;
     o.stream = s;
-    CHECK_THROWS_WITH_AS(
-        (c.all_reduce<ark::algo::one_shot, ark::dma::proxy_engine<2>>(d.as<float>(), d.as<float>(), 1024,
-                                                                       ark::op::sum{}, o)),
-        doctest::Contains("cannot be captured"), ark::invalid_argument);
+    CHECK_THROWS_WITH_AS((c.all_reduce<ark::algo::one_shot, ark::dma::proxy_engine<2>>(
+                             d.as<float>(), d.as<float>(), 1024, ark::op::sum{}, o)),
+                         doctest::Contains("cannot be captured"), ark::invalid_argument);
     REQUIRE(cudaStreamEndCapture(s, &g) == cudaSuccess);
     if (g) (void)cudaGraphDestroy(g);
     (void)ark::detail::rt::stream_destroy(s);

@@ -183,7 +183,8 @@ public:
     /// Who serves dma::proxy_engine's requests: a CPU thread (engine_path::proxy, every platform),
     /// or, on CUDA built with -rdc=true and linked with cudadevrt, a launcher kernel that fires
     /// pre-instantiated copy graphs from the GPU with no CPU on the path
-    /// (engine_path::device_graphs; dma/graph_engine.hpp: meant for MB-sized slots).
+    /// (engine_path::device_graphs; dma/graph_engine.hpp: meant for MB-sized slots). Device graphs
+    /// serve the calls this communicator enqueues, not calls made from inside your own kernels.
     engine_path engine = engine_path::proxy;
   };
 
@@ -218,13 +219,16 @@ public:
     }
     const bool graphs = cfg_.engine == engine_path::device_graphs;
     if (graphs && !detail::graph_service<P>::available)
-      detail::throw_invalid("communicator", "engine_path::device_graphs needs CUDA device graph launch: compile "
-                                            "with nvcc -rdc=true and link with -lcudadevrt (HIP has none: use "
-                                            "engine_path::proxy)");
+      detail::throw_invalid("communicator",
+                            "engine_path::device_graphs needs CUDA device graph launch: compile "
+                            "with nvcc -rdc=true and link with -lcudadevrt (HIP has none: use "
+                            "engine_path::proxy)");
     if (graphs && !team_.lay.has_staging())
-      detail::throw_invalid("communicator", "engine_path::device_graphs serves dma::proxy_engine, which needs "
-                                            "staging (team_config.staging = true)");
+      detail::throw_invalid("communicator",
+                            "engine_path::device_graphs serves dma::proxy_engine, which needs "
+                            "staging (team_config.staging = true)");
     team_.engine_server = cfg_.engine;
+    team_.launcher_beside = graphs && std::is_same_v<P, platform::host>; // the host model's is a thread
     control_ = P::allocate_control(detail::engine_offset + (graphs ? 0 : team_.lay.engine_bytes()));
     team_.ctl = static_cast<control_block*>(control_.device_ptr);
     if (graphs) { // the launcher polls the queues: device memory
@@ -553,7 +557,8 @@ private:
       using A1 = decltype(a);
       using B1 = decltype(b);
       check_backend<B1>(call);
-      enqueue<B1>(stream_of(o), shape, detail::collective_work<P, K, A1, B1, T, Op>{handle, in, out, count, root, op});
+      enqueue<B1>(stream_of(o), shape,
+                  detail::collective_work<P, K, A1, B1, T, Op>{handle, in, out, count, root, op});
       return true;
     });
     after_launch(call);
@@ -785,8 +790,10 @@ private:
     P::launch(s, shape, work);
   }
 
+  /// The handle of a call the communicator enqueues (a device-graph launcher runs beside it).
   device_comm<P> with_timeout(const call_options<P>& o) const {
     device_comm<P> d = device_handle();
+    d.team.launcher_beside = team_.engine_server == engine_path::device_graphs;
     if (o.timeout.count() > 0) d.team.timeout_ns = static_cast<std::uint64_t>(o.timeout.count());
     return d;
   }

@@ -96,7 +96,8 @@ ARK_HD inline graph_copy graph_copy_of(const team_view& t, std::uint32_t ticket,
   const std::uint64_t chan = ticket / l.slots;
   const auto w = static_cast<unsigned>(chan / l.world);
   const int peer = static_cast<int>(chan % l.world);
-  return {l.data(t.base[peer], w, t.rank, slot), l.stage(t.local(), w, peer, slot), graph_class_bytes(l, cls)};
+  return {l.data(t.base[peer], w, t.rank, slot), l.stage(t.local(), w, peer, slot),
+          graph_class_bytes(l, cls)};
 }
 
 /// What the launcher tells the signal step of a (w, peer, slot) copy before launching it.
@@ -241,14 +242,21 @@ public:
   void start(const team_view& t) {
     stop();
     const layout& l = t.lay;
-    const std::size_t tickets = std::size_t(l.workers) * l.world * l.slots, chans = std::size_t(l.workers) * l.world;
+    const std::size_t tickets = std::size_t(l.workers) * l.world * l.slots,
+                      chans = std::size_t(l.workers) * l.world;
     tickets_.assign(tickets, graph_ticket{});
     counters_.assign(2 * chans + 1, 0);
-    state_ = {t, tickets_.data(), counters_.data(), counters_.data() + chans, counters_.data() + 2 * chans,
-              2 * t.timeout_ns, graph_classes(l)};
+    state_ = {t,
+              tickets_.data(),
+              counters_.data(),
+              counters_.data() + chans,
+              counters_.data() + 2 * chans,
+              2 * t.timeout_ns,
+              graph_classes(l)};
     stop_.store(false);
     launcher_ = std::thread([this] { run_launcher(); });
-    for (auto& c : copiers_) c = std::thread([this, &c] { run_copier(static_cast<unsigned>(&c - copiers_)); });
+    for (auto& c : copiers_)
+      c = std::thread([this, &c] { run_copier(static_cast<unsigned>(&c - copiers_)); });
   }
 
   void stop() {
@@ -361,8 +369,10 @@ __global__ void graph_launcher_kernel(graph_state v, cudaGraphExec_t* graphs) {
   auto launch = [&](std::uint32_t ticket, unsigned cls) {
     return cudaGraphLaunch(graphs[ticket * v.classes + cls], cudaStreamGraphFireAndForget) == cudaSuccess;
   };
-  const serve_end e = serve_call<P>(v, launch, [] { return true; }, true);
-  if (e == serve_end::rearm && cudaGraphLaunch(cudaGetCurrentGraphExec(), cudaStreamGraphTailLaunch) != cudaSuccess)
+  const serve_end e = serve_call<P>(
+      v, launch, [] { return true; }, true);
+  if (e == serve_end::rearm &&
+      cudaGraphLaunch(cudaGetCurrentGraphExec(), cudaStreamGraphTailLaunch) != cudaSuccess)
     record_error<P>(v.team, errc::platform, static_cast<std::uint32_t>(wait_kind::engine), -1, 0, 0, 2, 0);
 }
 
@@ -385,8 +395,10 @@ public:
     rt::check(rt::set_device(device), "set device");
     const layout& l = t.lay;
     const unsigned classes = graph_classes(l);
-    const std::size_t tickets = std::size_t(l.workers) * l.world * l.slots, chans = std::size_t(l.workers) * l.world;
-    const std::size_t bytes = tickets * sizeof(graph_ticket) + 2 * chans * 8 + 8 + tickets * classes * sizeof(void*);
+    const std::size_t tickets = std::size_t(l.workers) * l.world * l.slots,
+                      chans = std::size_t(l.workers) * l.world;
+    const std::size_t bytes =
+        tickets * sizeof(graph_ticket) + 2 * chans * 8 + 8 + tickets * classes * sizeof(void*);
     rt::check(rt::malloc(&mem_, bytes), "allocate graph engine state");
     rt::check(rt::memset(mem_, 0, bytes), "clear graph engine state");
     auto* p = static_cast<std::byte*>(mem_);
@@ -407,7 +419,8 @@ public:
       for (int peer = 0; peer < t.world; ++peer) {
         if (peer == t.rank) continue;
         for (unsigned slot = 0; slot < l.slots; ++slot) {
-          const auto ticket = static_cast<std::uint32_t>((std::uint64_t(w) * l.world + unsigned(peer)) * l.slots + slot);
+          const auto ticket =
+              static_cast<std::uint32_t>((std::uint64_t(w) * l.world + unsigned(peer)) * l.slots + slot);
           for (unsigned k = 0; k < classes; ++k) table[ticket * classes + k] = instantiate_copy(ticket, k);
         }
       }

@@ -68,6 +68,13 @@ struct proxy_engine : simple_channel<proxy_engine<Depth>> {
     return wait_flag(ctx, flag, value, kind, peer);
   }
 
+  /// Whether a call made with this team view will be served. Device graphs serve only calls the
+  /// communicator enqueues (a launcher runs beside each): a collective called from inside the
+  /// user's own kernel needs engine_path::proxy.
+  ARK_HD static bool served(const team_view& t) {
+    return t.engine_server != engine_path::device_graphs || t.launcher_beside;
+  }
+
   /// Scope-collective, at the end of each call of the worker (device_comm::run, custom calls):
   /// tells a device-graph launcher, which serves one call, that this worker is done posting.
   template <class Ctx>

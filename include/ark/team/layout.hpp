@@ -74,11 +74,11 @@ inline constexpr std::uint64_t request_end = 1;
 
 /// Producer/consumer counters of one worker's engine queue, followed by its requests.
 struct engine_queue {
-  std::uint64_t posted;    ///< requests the worker posted
+  std::uint64_t posted; ///< requests the worker posted
   std::uint64_t pad0[7];
   std::uint64_t completed; ///< requests the engine completed
   std::uint64_t pad1[7];
-  std::uint64_t taken;     ///< requests the device-graph launcher has taken (its own counter)
+  std::uint64_t taken; ///< requests the device-graph launcher has taken (its own counter)
   std::uint64_t pad2[7];
 };
 

@@ -88,7 +88,8 @@ TEST_CASE("graph engine: every staging slot routes to its copy; anything else ha
 }
 
 TEST_CASE(
-    "graph engine: the host model serves posts in order, out-of-order copies, re-arms past 112 launches") {
+    "graph engine: the host model serves posts in order, copies out of order, re-arms past 112 launches, "
+    "retries refused launches") {
   // rank 0 of a two-rank team whose regions both live here; worker 0 posts to rank 1
   ark::team_config tc;
   tc.workers = 1;
@@ -143,6 +144,8 @@ TEST_CASE(
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   while (service.executions() < 3 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
   CHECK(service.executions() == 3); // 112 + 112 + 76 launches: two re-arms and the call's end
+  // a slot is reused as soon as its copy was signalled, while its graph is still ending: refused
+  CHECK(service.refusals() > 0);
   CHECK(ctl.err.code == 0);
   // a copy that is not a channel slot has no graph: recorded as unsupported, never copied
   std::vector<std::byte> elsewhere(64, std::byte{7});

@@ -118,10 +118,11 @@ struct graph_service<platform::gpu> {
 };
 #endif
 
+/// Backends whose requests a device-graph launcher serves: proxy_engine and those built on it.
 template <class B>
-inline constexpr bool is_proxy_engine = false;
-template <unsigned D>
-inline constexpr bool is_proxy_engine<dma::proxy_engine<D>> = true;
+inline constexpr bool is_proxy_engine = requires(const team_view& t) {
+  B::served(t);
+};
 
 /// The control block, then the engine queues: one host-visible allocation.
 inline constexpr std::size_t engine_offset = (sizeof(control_block) + 255) / 256 * 256;
@@ -286,6 +287,8 @@ public:
     bool quiet = false;
     try {
       auto* c = control_host();
+      if constexpr (requires { graphs_.quiesce(); })
+        graphs_.quiesce(); // a launcher still running ends sooner while an abort is still raised
       c->abort = 0;
       c->err = {};
       P::zero(team_.lay.claim(region_.ptr), sizeof(std::uint32_t));
@@ -781,9 +784,9 @@ private:
       if (team_.engine_server == engine_path::device_graphs) {
         graphs_.check_capturable(s);
         P::preload(s, work); // before the launcher spins: a lazy load would wait for it
-        graphs_.fork(s);
+        graphs_.mark(s);
         P::launch(s, shape, work);
-        graphs_.join(s);
+        graphs_.serve(s);
         return;
       }
     }

@@ -116,7 +116,7 @@ struct graph_state {
   std::uint64_t* chan_seq;    ///< [w * world + peer]: copies launched (the launcher's)
   std::uint64_t* chan_landed; ///< [w * world + peer]: copies landed (the signal steps')
   std::uint64_t* ended;       ///< workers of the current call that posted request_end
-  std::uint64_t timeout_ns;   ///< the launcher gives up after this long without a request
+  std::uint64_t timeout_ns;   ///< a request left unserved this long is an engine failure
   unsigned classes;
 };
 
@@ -130,23 +130,27 @@ inline constexpr unsigned graph_launches_per_execution = 112;
 /// The launcher: takes every worker's requests in order and fires the copy that serves each
 /// (launch(ticket, cls) -> bool), until every worker of the call posted request_end. Bare
 /// signals wait for the worker's earlier requests; a ticket is rewritten only once its previous
-/// copy landed. `since_start`: the timeout runs from the start (GPUs), else from the first request.
-/// keep() -> false stops it (the host model's shutdown).
+/// copy landed. A refused launch (the slot's graph may still be finishing its last execution:
+/// a graph runs one execution at a time) is undone and retried; refused past the timeout, it is
+/// a platform error. Waiting with no request pending is not a failure (the workers' own waits
+/// are bounded, and each worker posts request_end however its call ended); a request that stays
+/// pending and unserved past the timeout is. An abort, or keep() -> false (the host model's
+/// shutdown), stops it.
 ARK_EXEC_CHECK_DISABLE
 template <class P, class Launch, class Keep>
-ARK_HD serve_end serve_call(const graph_state& v, Launch&& launch, Keep&& keep, bool since_start) {
+ARK_HD serve_end serve_call(const graph_state& v, Launch&& launch, Keep&& keep) {
   const team_view& t = v.team;
   const layout& l = t.lay;
   unsigned launches = 0;
-  std::uint64_t last = P::now_ns();
-  bool started = since_start || *v.ended != 0;
+  // last: when the launcher last served, or had nothing to serve; active: when it last served
+  std::uint64_t last = P::now_ns(), active = last, refused_since = 0;
   auto fail = [&](errc code, unsigned w, std::uint64_t step, std::uint64_t a, std::uint64_t b) {
     record_error<P>(t, code, static_cast<std::uint32_t>(wait_kind::engine), -1, w, step, a, b);
     *v.ended = 0;
     return serve_end::failed;
   };
   for (unsigned idle = 0;; ++idle) {
-    bool worked = false;
+    bool worked = false, pending = false;
     for (unsigned w = 0; w < l.workers; ++w) {
       engine_queue* q = l.queue(t.engine, w);
       std::uint64_t taken = q->taken;
@@ -173,15 +177,23 @@ ARK_HD serve_end serve_call(const graph_state& v, Launch&& launch, Keep&& keep, 
             q->taken = taken;
             return serve_end::rearm;
           }
+          const graph_ticket before = *tk;
           tk->flag = reinterpret_cast<std::uint64_t*>(r.flag);
           tk->value = r.value;
           tk->seq = v.chan_seq[chan]++;
           tk->used = 1;
           P::fence();
-          if (!launch(g.ticket, g.cls)) {
-            q->taken = taken;
-            return fail(errc::platform, w, taken, 1, 0);
+          if (!launch(g.ticket, g.cls)) { // undo, and try again on a later sweep
+            *tk = before;
+            --v.chan_seq[chan];
+            if (!refused_since) refused_since = P::now_ns();
+            if (P::now_ns() - refused_since > v.timeout_ns) {
+              q->taken = taken;
+              return fail(errc::platform, w, taken, 1, 0);
+            }
+            break;
           }
+          refused_since = 0;
           ++launches;
         } else if (r.flag) {
           if (P::load_acquire(&q->completed) < taken) break; // the worker's earlier requests first
@@ -194,17 +206,17 @@ ARK_HD serve_end serve_call(const graph_state& v, Launch&& launch, Keep&& keep, 
         worked = true;
       }
       q->taken = taken;
+      pending |= taken < posted;
     }
     const std::uint64_t now = P::now_ns();
     if (worked) {
-      last = now;
-      started = true;
+      last = active = now;
       idle = 0;
       continue;
     }
-    if (!started) last = now;
-    if (now - last > v.timeout_ns) return fail(errc::timeout, 0, 0, *v.ended, 0); // a worker stopped posting
-    if ((idle & 1023u) == 1023u && (!keep() || (now - last > 100000 && P::load_acquire(&t.ctl->abort)))) {
+    if (!pending) last = now;
+    if (now - last > v.timeout_ns) return fail(errc::timeout, 0, 0, *v.ended, 0); // requests left unserved
+    if ((idle & 1023u) == 1023u && (!keep() || (now - active > 100000 && P::load_acquire(&t.ctl->abort)))) {
       *v.ended = 0;
       return serve_end::stopped;
     }
@@ -231,7 +243,8 @@ ARK_HD bool try_signal(const graph_state& v, std::uint32_t ticket) {
 
 /// The host model of the engine (engine_path::device_graphs on the host platform): a launcher
 /// thread runs serve_call; "launched copies" go to a pool whose threads take them in random
-/// order, copy, then signal (in channel order, as the GPU's signal nodes do by waiting).
+/// order, copy, then signal (in channel order, as the GPU's signal nodes do by waiting), and
+/// end some time later; relaunching a graph that has not ended is refused, as CUDA does.
 class host_graph_engine {
 public:
   host_graph_engine() = default;
@@ -266,23 +279,46 @@ public:
     for (auto& c : copiers_)
       if (c.joinable()) c.join();
     pending_.clear();
+    tails_.clear();
   }
 
-  /// Copies launched so far, and launcher executions (calls served plus re-arms).
+  /// Copies launched so far, launcher executions (calls served plus re-arms), and launches
+  /// refused because the same graph was still running (the launcher retried them).
   std::uint64_t launches() const { return launches_.load(); }
   std::uint64_t executions() const { return executions_.load(); }
+  std::uint64_t refusals() const { return refusals_.load(); }
 
 private:
   using P = platform::host;
-  struct item {
+  struct item { // a launched copy graph, not yet signalled
     std::uint32_t ticket, cls;
     bool copied, busy;
   };
+  struct tail { // a signalled graph whose execution has not ended yet
+    std::uint32_t ticket, cls;
+    std::uint64_t ends;
+  };
+  /// How long a graph's execution outlives its signal, unless a relaunch is refused first.
+  static constexpr std::uint64_t graph_tail_ns = 20000000;
 
   void run_launcher() {
     auto launch = [this](std::uint32_t ticket, unsigned cls) {
       {
         std::lock_guard<std::mutex> lock(mutex_);
+        for (const item& p : pending_)
+          if (p.ticket == ticket && p.cls == cls) return false; // cannot happen: the ticket waits
+        const std::uint64_t now = P::now_ns();
+        for (std::size_t i = 0; i < tails_.size(); ++i) {
+          if (tails_[i].ticket != ticket || tails_[i].cls != cls) continue;
+          const bool running = now < tails_[i].ends;
+          tails_[i] = tails_.back(); // refused once, the execution is over by the retry
+          tails_.pop_back();
+          if (running) {
+            refusals_.fetch_add(1);
+            return false;
+          }
+          break;
+        }
         pending_.push_back({ticket, cls, false, false});
       }
       launches_.fetch_add(1);
@@ -291,15 +327,16 @@ private:
     };
     auto keep = [this] { return !stop_.load(std::memory_order_relaxed); };
     while (!stop_.load()) {
-      if (serve_call<P>(state_, launch, keep, false) != serve_end::stopped) executions_.fetch_add(1);
+      if (serve_call<P>(state_, launch, keep) != serve_end::stopped) executions_.fetch_add(1);
     }
   }
 
   void run_copier(unsigned seed) {
     std::uint64_t x = 0x9E3779B97F4A7C15ull * (seed + 1);
+    std::vector<std::size_t> free;
     std::unique_lock<std::mutex> lock(mutex_);
     while (!stop_.load()) {
-      std::vector<std::size_t> free;
+      free.clear();
       for (std::size_t i = 0; i < pending_.size(); ++i)
         if (!pending_[i].busy) free.push_back(i);
       if (free.empty()) {
@@ -318,6 +355,8 @@ private:
         for (auto& p : pending_)
           if (p.ticket == mine.ticket && p.busy && !p.copied) p.copied = true, p.busy = false;
       } else if (try_signal<P>(state_, it.ticket)) { // the signal node: in channel order
+        if (tails_.size() > 4096) tails_.erase(tails_.begin(), tails_.begin() + 2048);
+        tails_.push_back({it.ticket, it.cls, P::now_ns() + graph_tail_ns});
         it = pending_.back();
         pending_.pop_back();
       } else {
@@ -332,11 +371,12 @@ private:
   std::vector<graph_ticket> tickets_;
   std::vector<std::uint64_t> counters_;
   std::vector<item> pending_;
+  std::vector<tail> tails_;
   std::mutex mutex_;
   std::condition_variable work_;
   std::thread launcher_, copiers_[2];
   std::atomic<bool> stop_{true};
-  std::atomic<std::uint64_t> launches_{0}, executions_{0};
+  std::atomic<std::uint64_t> launches_{0}, executions_{0}, refusals_{0};
 };
 
 #if defined(ARK_HAS_DEVICE_GRAPH_LAUNCH)
@@ -369,8 +409,7 @@ __global__ void graph_launcher_kernel(graph_state v, cudaGraphExec_t* graphs) {
   auto launch = [&](std::uint32_t ticket, unsigned cls) {
     return cudaGraphLaunch(graphs[ticket * v.classes + cls], cudaStreamGraphFireAndForget) == cudaSuccess;
   };
-  const serve_end e = serve_call<P>(
-      v, launch, [] { return true; }, true);
+  const serve_end e = serve_call<P>(v, launch, [] { return true; });
   if (e == serve_end::rearm &&
       cudaGraphLaunch(cudaGetCurrentGraphExec(), cudaStreamGraphTailLaunch) != cudaSuccess)
     record_error<P>(v.team, errc::platform, static_cast<std::uint32_t>(wait_kind::engine), -1, 0, 0, 2, 0);
@@ -437,16 +476,25 @@ public:
                                                  "device-launch graph of its own");
   }
 
-  /// Runs the launcher beside the call about to be enqueued on `s` (call join(s) after it).
-  void fork(cudaStream_t s) {
+  /// Marks where on `s` the call begins (before its kernel is enqueued).
+  void mark(cudaStream_t s) { ark::detail::rt::check(cudaEventRecord(fork_, s), "record event"); }
+  /// Once the call's kernel is enqueued on `s`: runs the launcher beside it (ordered after what
+  /// preceded the call on `s`) and makes the rest of `s` wait until the launcher has served it.
+  /// If enqueueing the kernel failed, no launcher was started.
+  void serve(cudaStream_t s) {
     namespace rt = ark::detail::rt;
-    rt::check(cudaEventRecord(fork_, s), "record event");
     rt::check(cudaStreamWaitEvent(stream_, fork_, 0), "wait event");
     rt::check(cudaGraphLaunch(launcher_, stream_), "launch the graph engine's launcher");
     rt::check(cudaEventRecord(join_, stream_), "record event");
+    rt::check(cudaStreamWaitEvent(s, join_, 0), "wait event");
   }
-  /// The call on `s` completes only once the launcher has served it.
-  void join(cudaStream_t s) { ark::detail::rt::check(cudaStreamWaitEvent(s, join_, 0), "wait event"); }
+
+  /// Waits until no launcher runs.
+  void quiesce() {
+    if (!mem_) return;
+    (void)ark::detail::rt::set_device(device_);
+    (void)cudaStreamSynchronize(stream_);
+  }
 
   void stop() {
     if (!mem_) return;

@@ -38,7 +38,11 @@ struct proxy_engine : simple_channel<proxy_engine<Depth>> {
     using P = typename Ctx::platform;
     engine_queue* q = ctx.lay().queue(ctx.team.engine, ctx.worker);
     const std::uint64_t n = P::load_relaxed(&q->posted);
-    if (n + 1 > Depth && !ctx.wait_geq(&q->completed, n + 1 - Depth, wait_kind::engine, ctx.rank()))
+    // request_end takes no credit: posts keep at most Depth requests uncompleted, and the queue
+    // holds more than Depth + 1, so its entry is free; it must reach the launcher even after a
+    // failed wait, or the launcher would wait out its timeout
+    if (kind == request_copy && n + 1 > Depth &&
+        !ctx.wait_geq(&q->completed, n + 1 - Depth, wait_kind::engine, ctx.rank()))
       return false;
     engine_request& r = ctx.lay().requests(ctx.team.engine, ctx.worker)[n % ctx.lay().queue_capacity];
     r.dst = reinterpret_cast<std::uint64_t>(dst);

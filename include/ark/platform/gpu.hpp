@@ -263,8 +263,6 @@ struct gpu {
     detail::rt::check(detail::rt::stream_synchronize(s), "synchronize stream");
   }
 
-  /// Launches on the stream's device (while a stream is being captured, querying its device is
-  /// not allowed: the calling thread's current device is used, as CUDA requires anyway).
   /// Loads the kernel that launch(s, shape, work) runs before its first launch. With lazy module
   /// loading (CUDA's default) the first launch of a kernel loads it, and a load waits for the
   /// kernels running in the context: one that spins until this kernel runs (the device-graph
@@ -282,6 +280,8 @@ struct gpu {
     loaded.fetch_or(bit, std::memory_order_relaxed);
   }
 
+  /// Launches on the stream's device (while a stream is being captured, querying its device is
+  /// not allowed: the calling thread's current device is used, as CUDA requires anyway).
   template <class F>
   static void launch(stream s, launch_shape shape, const F& work) {
     if (!detail::rt::is_capturing(s)) {

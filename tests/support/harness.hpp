@@ -10,6 +10,7 @@
 
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <condition_variable>
@@ -24,6 +25,18 @@
 #include <vector>
 
 namespace ark_test {
+
+/// Runs f(), which must throw E; stores how long it ran in `took`, then rethrows.
+template <class E = ark::timeout_error, class F>
+void time_until_throw(std::chrono::milliseconds& took, F&& f) {
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    f();
+  } catch (const E&) {
+    took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+    throw;
+  }
+}
 
 using host = ark::platform::host;
 using comm_t = ark::communicator<host>;

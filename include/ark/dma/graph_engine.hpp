@@ -62,6 +62,11 @@ struct graph_route {
   int peer = -1;
 };
 
+/// The ticket of copy (w, peer, slot): its graphs' index before the size class.
+ARK_HD inline std::uint32_t graph_ticket_of(const layout& l, unsigned w, int peer, unsigned slot) {
+  return static_cast<std::uint32_t>((std::uint64_t(w) * l.world + unsigned(peer)) * l.slots + slot);
+}
+
 /// Which pre-instantiated copy serves request r of worker w: r must copy the first r.bytes of our
 /// staging slot (w, peer, slot) into peer's data slot (w, us, slot). Anything else has no graph.
 ARK_HD inline graph_route route_request(const team_view& t, unsigned w, const engine_request& r) {
@@ -78,7 +83,7 @@ ARK_HD inline graph_route route_request(const team_view& t, unsigned w, const en
   unsigned cls = graph_classes(l) - 1;
   while (graph_class_bytes(l, cls) < r.bytes) --cls;
   g.ok = true;
-  g.ticket = static_cast<std::uint32_t>((std::uint64_t(w) * l.world + unsigned(peer)) * l.slots + slot);
+  g.ticket = graph_ticket_of(l, w, peer, slot);
   g.cls = cls;
   g.peer = peer;
   return g;
@@ -458,8 +463,7 @@ public:
       for (int peer = 0; peer < t.world; ++peer) {
         if (peer == t.rank) continue;
         for (unsigned slot = 0; slot < l.slots; ++slot) {
-          const auto ticket =
-              static_cast<std::uint32_t>((std::uint64_t(w) * l.world + unsigned(peer)) * l.slots + slot);
+          const std::uint32_t ticket = graph_ticket_of(l, w, peer, slot);
           for (unsigned k = 0; k < classes; ++k) table[ticket * classes + k] = instantiate_copy(ticket, k);
         }
       }

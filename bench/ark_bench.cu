@@ -8,7 +8,8 @@
 // Prints nccl-tests columns (size, time, algbw, busbw, check) plus ark's time over NCCL's in the
 // same mode (device mode is compared with NCCL's graph mode, its fair floor), and writes a CSV.
 //
-//   build/bench/ark_bench [--min BYTES] [--max BYTES] [--csv FILE] [--quick]
+//   build/bench/ark_bench [--min BYTES] [--max BYTES] [--csv FILE] [--quick] [--no-early]
+// (--no-early: the communicators launch plainly, not early: communicator::config::early_launch)
 #include "ark/ark.hpp"
 
 #include <algorithm>
@@ -49,6 +50,7 @@ struct options {
   std::size_t max_bytes = std::size_t(1) << 30;
   std::string csv = "ark_bench.csv";
   bool quick = false;
+  bool early_launch = true; // communicator::config::early_launch (--no-early: plain launches)
 };
 
 struct result {
@@ -91,6 +93,7 @@ public:
   rank_runner(shared_state& s, int rank) : s_(s), rank_(rank) {
     comm_t::config cfg;
     cfg.device = rank;
+    cfg.early_launch = s.opt.early_launch;
     comm_ = std::make_unique<comm_t>(ark::in_process_bootstrap(s.group, rank), cfg);
     stream_ = comm_->stream();
     const std::size_t n = s.opt.max_bytes / sizeof(float) + 16;
@@ -301,8 +304,11 @@ int main(int argc, char** argv) {
       opt.csv = argv[++i], command += std::string(" ") + argv[i];
     else if (a == "--quick")
       opt.quick = true;
+    else if (a == "--no-early")
+      opt.early_launch = false;
     else {
-      std::fprintf(stderr, "usage: %s [--min BYTES] [--max BYTES] [--csv FILE] [--quick]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--min BYTES] [--max BYTES] [--csv FILE] [--quick] [--no-early]\n",
+                   argv[0]);
       return 64;
     }
   }

@@ -87,8 +87,8 @@ namespace {
 /// Runs `f` on every rank; expects every rank to throw a mismatch_error naming `field`, and
 /// checks that the outputs (poisoned with -7) were not touched.
 template <class F>
-void expect_mismatch(F f, ark::desc_field field) {
-  test_world w(2);
+void expect_mismatch(F f, ark::desc_field field, comm_t::config cfg = small_config()) {
+  test_world w(2, cfg);
   std::vector<std::vector<float>> outs(2);
   const auto errs = w.try_run([&](comm_t& c, int rank) {
     std::vector<float> in(300, 1.0f);
@@ -169,6 +169,30 @@ TEST_CASE("errors: a count, dtype, op, algorithm or root that differs between ra
           c.all_reduce<one_shot, ark::dma::ll_packet<2>>(in, out, rank ? 64 : 32);
         },
         ark::desc_field::count);
+  }
+  // The single-step LL path (16 threads per worker, a vector each) checks headers while it
+  // polls data; the rank with the larger count polls packets that never come: the mismatch
+  // must still be reported as one, at once (a long timeout makes a wait for it fail the check).
+  auto cfg = small_config(16);
+  cfg.timeout = 60s;
+  SUBCASE("LL packets, single step: count") {
+    const auto t0 = std::chrono::steady_clock::now();
+    expect_mismatch(
+        [](comm_t& c, int rank, float* in, float* out) {
+          c.all_reduce<one_shot, ark::dma::ll_packet<4>>(in, out, rank ? 30 : 12);
+        },
+        ark::desc_field::count, cfg);
+    CHECK(std::chrono::steady_clock::now() - t0 < 20s);
+  }
+  SUBCASE("LL packets, single step: op") {
+    expect_mismatch(
+        [](comm_t& c, int rank, float* in, float* out) {
+          if (rank)
+            c.all_reduce<one_shot, ark::dma::ll_packet<1>>(in, out, 20, ark::op::min{});
+          else
+            c.all_reduce<one_shot, ark::dma::ll_packet<1>>(in, out, 20, ark::op::sum{});
+        },
+        ark::desc_field::op, cfg);
   }
 }
 

@@ -12,6 +12,34 @@ TEST_CASE_TEMPLATE("ll_packet: all_reduce, every algorithm, depth, dtype, world 
       type_list<ark::op::sum>{});
 }
 
+// Several threads per worker: shares of up to 16 threads x one 8-byte vector take the
+// single-step path (one_shot.hpp; float up to 32 elements, bf16 64, int64 16), larger ones the
+// pipelined path (200 elements: several steps).
+TEST_CASE_TEMPLATE("ll_packet: one-shot single-step path, every depth, op and world", T, float, ark::bf16,
+                   std::int64_t) {
+  run_matrix<ark::collective::all_reduce, T>(type_list<ark::algo::one_shot>{}, ll_depths{}, all_ops{},
+                                             small_config(16), {1, 2, 3, 4}, {1, 7, 16, 31, 33, 64, 65, 200});
+}
+
+TEST_CASE("ll_packet: single-step calls back to back, between pipelined and thread-copy calls") {
+  test_world w(3, small_config(16));
+  w.run([](comm_t& c, int rank) {
+    std::vector<float> in(301), out(301);
+    for (int k = 0; k < 60; ++k) {
+      const std::size_t n = 1 + (k * 37) % 300; // single step up to 32, pipelined above
+      for (std::size_t i = 0; i < n; ++i) in[i] = static_cast<float>((i + k + rank) % 11);
+      std::fill(out.begin(), out.end(), -1.0f);
+      if (k % 5 == 4)
+        c.all_reduce<ark::algo::one_shot, ark::dma::thread_copy<2>>(in.data(), out.data(), n);
+      else
+        c.all_reduce<ark::algo::one_shot, ark::dma::ll_packet<2>>(in.data(), out.data(), n);
+      for (std::size_t i = 0; i < n; ++i)
+        REQUIRE(out[i] == static_cast<float>((i + k) % 11 + (i + k + 1) % 11 + (i + k + 2) % 11));
+      REQUIRE(out[n] == -1.0f);
+    }
+  });
+}
+
 TEST_CASE("ll_packet: every op, and every other collective") {
   run_matrix<ark::collective::all_reduce, float>(type_list<ark::algo::one_shot, ark::algo::ring>{},
                                                  type_list<ark::dma::ll_packet<2>>{}, all_ops{});

@@ -10,10 +10,107 @@
 
 namespace ark::algorithms {
 
+namespace detail {
+
+/// Vectors one thread keeps in registers on the single-step LL path. GPUs' default tuning gives
+/// each thread one (a worker per 4 KB, 512 threads); two would take the call over 128 registers
+/// per thread, more than a 512-thread block of the user's own kernel may use.
+inline constexpr std::size_t one_shot_held = 1;
+
+/// Whether this worker's share takes the single-step LL path: it fits one LL step and each
+/// thread holds at most one_shot_held of its vectors.
+template <class T, class Ctx>
+ARK_HD bool one_shot_single_step(const Ctx& ctx, elem_range mine) {
+  return Ctx::backend::ll && mine.len != 0 && mine.len <= ctx.template piece_elems<T>() &&
+         div_up(mine.len * sizeof(T), Ctx::backend::vec_bytes) <= one_shot_held * ctx.g.size();
+}
+
+/// The latency path: the one-shot all-reduce of a share that fits one LL step. The protocol is
+/// the pipelined path's (credit, header, packets, acknowledgement, next round), ordered so that
+/// as few dependent memory round trips as possible sit on the way:
+///   - our input, the round and the peers' acknowledgements are loaded together;
+///   - the header packets are polled in the same sweeps as the data packets, and checked before
+///     any output is stored (not before the data is loaded: a mismatch still leaves the output
+///     untouched);
+///   - the contributions stay in registers, so one barrier ends the receive, and the
+///     acknowledgements and the next round follow it without another.
+/// Two barriers per call, against six on the pipelined path.
+template <class Ctx, class T, class Op>
+ARK_HD bool all_reduce_one_shot_ll(const Ctx& ctx, const T* in, T* out, elem_range mine, const Op& op) {
+  using B = typename Ctx::backend;
+  using P = typename Ctx::platform;
+  constexpr std::size_t V = B::vec_bytes, H = one_shot_held;
+  const std::uint64_t step = ctx.round;
+  const int rank = ctx.rank(), world = ctx.world();
+  const std::size_t t = ctx.g.thread_rank(), nt = ctx.g.size();
+  const std::size_t bytes = mine.len * sizeof(T), nv = div_up(bytes, V);
+  const auto* src = reinterpret_cast<const std::byte*>(in + mine.begin);
+  auto* dst = reinterpret_cast<std::byte*>(out + mine.begin);
+
+  // 1. our vectors, in flight with the credits open_send reads
+  vec<V> own[H]{};
+  for (std::size_t j = 0; j < H; ++j)
+    if (t + j * nt < nv) own[j] = dma::load_prefix<P, V>(src + V * (t + j * nt), bytes - V * (t + j * nt));
+  if (!B::open_send(ctx, dma::peers::all(), step)) return false;
+
+  // 2. packets to every peer
+  for (std::size_t j = 0; j < H && t + j * nt < nv; ++j)
+    for (int p = 0; p < world; ++p)
+      if (p != rank) B::tx(ctx, p, step).store(t + j * nt, own[j]);
+
+  // 3. every peer's packets, folded in rank order; this thread's first header peer (as
+  // for_each_peer assigns them) is polled with its first packet, other headers on their own
+  int hdr = static_cast<int>(t) == rank ? static_cast<int>(t + nt) : static_cast<int>(t);
+  if (hdr >= world) hdr = -1;
+  bool ok = true, hdr_done = false;
+  acc_lanes<T, V> acc[H];
+  for (std::size_t j = 0; ok && j < H && t + j * nt < nv; ++j) {
+    for (int r = 0; r < world; ++r) {
+      vec<V> v = own[j];
+      if (r != rank) {
+        const auto rx = B::rx(ctx, r, step);
+        if (j == 0 && r == hdr) {
+          call_desc theirs;
+          ok = rx.load_with_header(ctx, t, v, theirs) && ctx.check_peer_call(theirs, step, r, step);
+          hdr_done = true;
+        } else {
+          ok = rx.load(ctx, t + j * nt, v);
+        }
+        if (!ok) break;
+      }
+      if (r == 0)
+        acc[j] = widen<T>(v);
+      else
+        fold(acc[j], v, op);
+    }
+  }
+  for (int p = hdr; ok && p >= 0 && p < world; p += static_cast<int>(nt))
+    if (p != rank && !(p == hdr && hdr_done)) ok = B::check_header(ctx, p, step);
+  if (t == 0) ctx.lay().state(ctx.local(), ctx.worker)->round = step + 1; // read after the barrier
+  if (ctx.g.sync_any(!ok)) return false;
+
+  // 4. outputs; the slot is free again (every thread's loads completed before the barrier)
+  for (std::size_t j = 0; j < H && t + j * nt < nv; ++j) {
+    if constexpr (finalizing_op<Op, T>)
+      for (std::size_t e = 0; e < acc[j].n; ++e) acc[j].v[e] = op.finalize(acc[j].v[e], world);
+    dma::store_prefix<P, V>(dst + V * (t + j * nt), narrow<T>(acc[j]), bytes - V * (t + j * nt));
+  }
+  for (int p = static_cast<int>(t); p < world; p += static_cast<int>(nt))
+    if (p != rank) P::store_after_reads(ctx.lay().ack(ctx.remote(p), ctx.worker, rank), step + 1);
+  return true;
+}
+
+} // namespace detail
+
 template <class Ctx, class T, class Op>
 ARK_HD bool all_reduce_one_shot(const Ctx& ctx, const T* in, T* out, std::size_t count, const Op& op) {
   using B = typename Ctx::backend;
   const dma::peers all = dma::peers::all();
+  if constexpr (B::ll) {
+    const elem_range mine = ctx.template partition<T>(count);
+    if (detail::one_shot_single_step<T>(ctx, mine))
+      return detail::all_reduce_one_shot_ll(ctx, in, out, mine, op);
+  }
   return pipeline_pieces<T>(
       ctx, count,
       // 1. push our piece into every peer's slot for step s

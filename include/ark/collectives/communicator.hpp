@@ -187,6 +187,11 @@ public:
     /// (engine_path::device_graphs; dma/graph_engine.hpp: meant for MB-sized slots). Device graphs
     /// serve the calls this communicator enqueues, not calls made from inside your own kernels.
     engine_path engine = engine_path::proxy;
+    /// GPUs: launch each call's kernel early (CUDA's programmatic dependent launch, sm_90 on):
+    /// its blocks become resident while the stream's previous kernel ends, and wait for it
+    /// there, which takes the launch gap off back-to-back calls, captured graphs included.
+    /// Calls served by device graphs are launched plainly.
+    bool early_launch = true;
   };
 
   /// Bytes of symmetric memory a rank needs for `world` ranks and this team configuration.
@@ -790,6 +795,7 @@ private:
         return;
       }
     }
+    shape.early = cfg_.early_launch;
     P::launch(s, shape, work);
   }
 

@@ -90,7 +90,7 @@ struct ce_wait_work {
     // the bound and the abort flag are the context's, as for every other wait
     const context<P, dma::thread_copy<1>, G> ctx(g, team, 0, 1, call_desc{});
     for (int i = static_cast<int>(g.thread_rank()); i < n; i += static_cast<int>(g.size())) {
-      const std::uint64_t start = P::now_ns();
+      std::uint64_t start = P::now_ns();
       for (unsigned spins = 0;; ++spins) {
         const std::uint64_t seen = P::load_acquire(flags[i]);
         if (seen == value) break;

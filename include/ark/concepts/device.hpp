@@ -48,6 +48,9 @@ namespace ark {
 struct launch_shape {
   unsigned workers = 1;
   unsigned threads = 1;
+  /// May become resident before the stream's previous work has ended (GPUs that support it:
+  /// programmatic dependent launch); the work still starts only after that work has ended.
+  bool early = false;
 };
 
 namespace detail {

@@ -92,10 +92,12 @@ ARK_HD void fenced_signal(const Ctx& ctx, std::uint64_t* flag, std::uint64_t val
 
 /// One thread: waits until peer p finished step - depth - 1 (its ack reached step - depth), so that
 /// at most `depth` steps of ours are ahead of it and our slot for `step` in p is free.
+/// The flag is read whatever the step, so that its load is in flight with the step's (no branch
+/// on the step comes first).
 template <class Ctx>
 ARK_HD bool wait_credit(const Ctx& ctx, int p, std::uint64_t step, unsigned depth) {
-  return step <= depth ||
-         ctx.wait_geq(ctx.lay().ack(ctx.local(), ctx.worker, p), step - depth, wait_kind::credit, p, true);
+  return ctx.wait_geq(ctx.lay().ack(ctx.local(), ctx.worker, p), step > depth ? step - depth : 0,
+                      wait_kind::credit, p, true);
 }
 
 /// Scope-collective: once every thread is done with the addressed peers' payload for `step`,

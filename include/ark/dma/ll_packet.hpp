@@ -45,11 +45,49 @@ struct ll_reader {
     return true;
   }
 
+  /// Polls packet i and the two header packets in the same sweeps (one wait, however they land),
+  /// and decodes the header into `theirs`. Returns as soon as the header describes a call other
+  /// than ours, whose packet i may never come (then v is unspecified: check `theirs` first).
+  template <class Ctx>
+  ARK_HD bool load_with_header(const Ctx& ctx, std::size_t i, vec<8>& v, call_desc& theirs) const {
+    const std::uint64_t* pk = packets + 2 * (i + 2);
+    std::uint64_t a, b, c, d, e, f, x, y;
+    std::uint64_t start = 0;
+    for (unsigned spins = 0;; ++spins) {
+      P::load_ll(packets, a, b);
+      P::load_ll(packets + 2, c, d);
+      P::load_ll(pk, e, f);
+      if (ready(a, b) && ready(c, d)) {
+        theirs.count = (a & 0xffffffffu) | (b << 32);
+        theirs.meta = (c & 0xffffffffu) | (d << 32);
+        if (ready(e, f) || ctx.desc.first_difference(theirs, x, y) != desc_field::none) break;
+      }
+      P::pause(spins);
+      if ((spins & 63u) == 63u && !ctx.keep_waiting(start, wait_kind::data, peer, flag, e >> 32))
+        return false;
+    }
+    v.w[0] = (e & 0xffffffffu) | (f << 32);
+    return true;
+  }
+
+  /// Polls the header packets and decodes them.
+  template <class Ctx>
+  ARK_HD bool header(const Ctx& ctx, call_desc& theirs) const {
+    std::uint64_t a, b, c, d;
+    P::load_ll(packets, a, b); // both header packets in flight at once
+    P::load_ll(packets + 2, c, d);
+    if ((!ready(a, b) && !poll(ctx, packets, a, b)) || (!ready(c, d) && !poll(ctx, packets + 2, c, d)))
+      return false;
+    theirs.count = (a & 0xffffffffu) | (b << 32);
+    theirs.meta = (c & 0xffffffffu) | (d << 32);
+    return true;
+  }
+
   template <class Ctx>
   ARK_HD bool poll(const Ctx& ctx, const std::uint64_t* pk, std::uint64_t& a, std::uint64_t& b) const {
     P::load_ll(pk, a, b);
     if (ready(a, b)) return true;
-    const std::uint64_t start = P::now_ns();
+    std::uint64_t start = 0;
     for (unsigned spins = 0;; ++spins) {
       P::pause(spins);
       P::load_ll(pk, a, b);
@@ -124,21 +162,15 @@ struct ll_packet : thread_transfers<Depth> {
   /// Polls the header packets of every addressed peer and checks the call they describe.
   template <class Ctx>
   ARK_HD static bool open_recv(const Ctx& ctx, peers ps, std::uint64_t step) {
-    const bool ok = for_each_peer(ctx, ps, [&](int p) {
-      using P = typename Ctx::platform;
-      const auto r = rx(ctx, p, step);
-      std::uint64_t a, b, c, d;
-      P::load_ll(r.packets, a, b); // both header packets in flight at once
-      P::load_ll(r.packets + 2, c, d);
-      if ((!r.ready(a, b) && !r.poll(ctx, r.packets, a, b)) ||
-          (!r.ready(c, d) && !r.poll(ctx, r.packets + 2, c, d)))
-        return false;
-      call_desc theirs;
-      theirs.count = (a & 0xffffffffu) | (b << 32);
-      theirs.meta = (c & 0xffffffffu) | (d << 32);
-      return ctx.check_peer_call(theirs, step, p, step);
-    });
+    const bool ok = for_each_peer(ctx, ps, [&](int p) { return check_header(ctx, p, step); });
     return !ctx.g.sync_any(!ok);
+  }
+
+  /// One thread: polls peer p's header packets of `step` and checks the call they describe.
+  template <class Ctx>
+  ARK_HD static bool check_header(const Ctx& ctx, int p, std::uint64_t step) {
+    call_desc theirs;
+    return rx(ctx, p, step).header(ctx, theirs) && ctx.check_peer_call(theirs, step, p, step);
   }
 
   template <class Ctx>

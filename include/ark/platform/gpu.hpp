@@ -28,6 +28,9 @@ namespace ark {
 namespace detail {
 template <class F>
 __global__ void __launch_bounds__(1024) run_workers(const ARK_GRID_CONSTANT F work) {
+#if defined(ARK_DEVICE_PASS)
+  gpu::follow_previous_grid();
+#endif
   block_scope g;
   work(g, blockIdx.x, gridDim.x);
 }
@@ -289,6 +292,14 @@ struct gpu {
       detail::rt::check(detail::rt::stream_device(s, &device), "find the stream's device");
       detail::rt::check(detail::rt::set_device(device), "set device");
     }
+#if defined(ARK_COMPILER_CUDA) // HIP has no programmatic dependent launch: a plain launch
+    if (shape.early) {
+      detail::rt::check(
+          detail::rt::launch_early(&detail::run_workers<F>, shape.workers, shape.threads, s, work),
+          "launch collective kernel");
+      return;
+    }
+#endif
     detail::run_workers<F><<<shape.workers, shape.threads, 0, s>>>(work);
     detail::rt::check(detail::rt::get_last_error(), "launch collective kernel");
   }

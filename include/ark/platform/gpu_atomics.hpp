@@ -59,6 +59,15 @@ ARK_DEVICE ARK_FORCEINLINE std::uint64_t load_volatile(const void* p) {
   asm volatile("ld.volatile.global.u64 %0, [%1];" : "=l"(a) : "l"(p) : "memory");
   return a;
 }
+/// Waits until the grids this one depends on (the stream's previous kernel, when this one was
+/// launched early: gpu_runtime.hpp launch_early) have ended and their memory is visible; then
+/// lets the stream's next early-launched kernel become resident. No-ops otherwise.
+ARK_DEVICE ARK_FORCEINLINE void follow_previous_grid() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
 #elif defined(ARK_DEVICE_PASS) && defined(ARK_COMPILER_HIP)
 ARK_DEVICE ARK_FORCEINLINE std::uint64_t load_acquire(const std::uint64_t* p) {
   return __hip_atomic_load(p, __ATOMIC_ACQUIRE, __HIP_MEMORY_SCOPE_SYSTEM);
@@ -96,6 +105,7 @@ ARK_DEVICE ARK_FORCEINLINE void store_pair_volatile(void* p, std::uint64_t a, st
 ARK_DEVICE ARK_FORCEINLINE std::uint64_t load_volatile(const void* p) {
   return __hip_atomic_load(static_cast<const std::uint64_t*>(p), __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM);
 }
+ARK_DEVICE ARK_FORCEINLINE void follow_previous_grid() {}
 #endif
 
 } // namespace ark::detail::gpu

@@ -125,6 +125,22 @@ inline error_t begin_capture(stream_t s) {
 inline error_t end_capture(stream_t s, graph_t* g) { return cudaStreamEndCapture(s, g); }
 inline error_t graph_instantiate(graph_exec_t* e, graph_t g) { return cudaGraphInstantiate(e, g, 0); }
 inline error_t graph_launch(graph_exec_t e, stream_t s) { return cudaGraphLaunch(e, s); }
+/// Launches k<<<grid, block, 0, s>>>(arg) as a programmatic dependent launch: its blocks may
+/// become resident before the stream's previous kernel has ended (the kernel itself waits for
+/// that kernel with griddepcontrol.wait before touching memory: gpu_atomics.hpp).
+template <class Arg>
+inline error_t launch_early(void (*k)(Arg), unsigned grid, unsigned block, stream_t s, const Arg& arg) {
+  cudaLaunchConfig_t c{};
+  c.gridDim = dim3(grid);
+  c.blockDim = dim3(block);
+  c.stream = s;
+  cudaLaunchAttribute a{};
+  a.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  a.val.programmaticStreamSerializationAllowed = 1;
+  c.attrs = &a;
+  c.numAttrs = 1;
+  return cudaLaunchKernelEx(&c, k, arg);
+}
 inline error_t graph_exec_destroy(graph_exec_t e) { return cudaGraphExecDestroy(e); }
 inline error_t graph_destroy(graph_t g) { return cudaGraphDestroy(g); }
 inline error_t event_create(event_t* e) { return cudaEventCreate(e); }

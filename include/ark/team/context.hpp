@@ -103,6 +103,10 @@ public:
   // -- failures ---------------------------------------------------------------------------------
   ARK_HD bool aborted() const { return P::load_relaxed(&team.ctl->abort) != 0; }
 
+  /// Whether a failure of this rank was recorded (its claim word is taken; an atomic that
+  /// changes nothing reads it).
+  ARK_HD bool failed_here() const { return !P::compare_exchange(team.lay.claim(team.local()), 0u, 0u); }
+
   /// Records the first failure of this rank; later ones are dropped.
   ARK_HD void fail(errc code, std::uint32_t what, int peer, std::uint64_t step, std::uint64_t mine,
                    std::uint64_t theirs) const {
@@ -117,7 +121,7 @@ public:
     auto load = [&] { return before_writes ? P::load_before_writes(flag) : P::load_acquire(flag); };
     std::uint64_t seen = load();
     if (seen >= value) return true;
-    const std::uint64_t start = P::now_ns();
+    std::uint64_t start = 0;
     for (unsigned spins = 0;; ++spins) {
       P::pause(spins);
       seen = load();
@@ -126,12 +130,24 @@ public:
     }
   }
 
-  /// For pollers that spin themselves: false (and recorded) once the wait that began at `start`
-  /// has lasted too long or the communicator was aborted. The abort flag lives in host memory
-  /// (a PCIe read from a GPU), so it is read only once a wait has lasted abort_poll_ns.
-  ARK_HD bool keep_waiting(std::uint64_t start, wait_kind kind, int peer, std::uint64_t expected,
+  /// For pollers that spin themselves, called every 64 spins: false (and recorded) once the wait
+  /// that began at `start` has lasted too long or the communicator was aborted. A `start` of 0
+  /// is set here, at the first call: the clock is read only by waits that outlast 64 spins (on
+  /// a GPU a read of the global timer is itself a slow round trip), and a wait's bound counts
+  /// from there. The abort flag lives in host memory (a PCIe read from a GPU), so it is read
+  /// only once a wait has lasted abort_poll_ns.
+  /// Also false, with nothing recorded, once another thread of this rank recorded a failure: a
+  /// wait whose peer went wrong elsewhere (say, a packet of a mismatched call that will never
+  /// come) ends with that failure, not at the timeout.
+  ARK_HD bool keep_waiting(std::uint64_t& start, wait_kind kind, int peer, std::uint64_t expected,
                            std::uint64_t seen) const {
-    const std::uint64_t waited = P::now_ns() - start;
+    if (failed_here()) return false;
+    const std::uint64_t now = P::now_ns();
+    if (start == 0) {
+      start = now;
+      return true;
+    }
+    const std::uint64_t waited = now - start;
     if (waited > abort_poll_ns && aborted()) {
       fail(errc::aborted, static_cast<std::uint32_t>(kind), peer, expected, expected, seen);
       return false;

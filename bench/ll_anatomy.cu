@@ -1,0 +1,196 @@
+// bench/ll_anatomy.cu: where the time of a small LL all-reduce goes, inside a persistent kernel.
+//
+// Two GPUs, one process. Each variant is a persistent kernel running N all-reduces (float sum)
+// of one size over ark's LL slots, and adds one piece of the protocol to the previous one:
+//   packets  each thread stores its packet into the peer's slot and polls its own: nothing else
+//            (the shape of shared/probes/ll_one_shot.cu, over ark's layout and LL code)
+//   barrier  + the block barrier that ends each receive
+//   header   + the call-description header, written and polled with the data, checked
+//   credit   + the credit wait before the stores (open_send: a flag load and a barrier) and the
+//            acknowledgement after the receive
+//   full     the real call, comm.all_reduce<one_shot, ll_packet<4>> (adds the worker's step
+//            counter, loaded and stored in memory, and device_comm's checks)
+// Prints µs per all-reduce for each variant and size, and checks every result.
+//
+//   build/bench/ll_anatomy [ITERS]
+#include "ark/ark.hpp"
+
+#include <barrier>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+#include <vector>
+
+using gpu = ark::platform::gpu;
+using comm_t = ark::communicator<gpu>;
+using B = ark::dma::ll_packet<4>;
+
+enum variant { packets, barrier, header, credit, full, variants };
+const char* const variant_names[] = {"packets", "barrier", "header", "credit", "full"};
+
+#if defined(ARK_GPU_COMPILER)
+template <int V>
+__global__ void anatomy(const ark::device_comm<gpu> comm, const float* in, float* out, std::size_t n,
+                        int iters) {
+  ark::block_scope g;
+  const unsigned w = blockIdx.x, nw = gridDim.x;
+  if constexpr (V == full) {
+    for (int it = 0; it < iters; ++it)
+      if (!comm.all_reduce<ark::algo::one_shot, B>(g, w, nw, in, out, n)) return;
+  } else {
+    using P = gpu;
+    const auto d = ark::call_desc::make(ark::collective::all_reduce, ark::algo::one_shot::id,
+                                        static_cast<std::uint8_t>(ark::dtype_of<float>),
+                                        ark::op_id<ark::op::sum>, B::id, nw, 0, n);
+    const auto ctx = comm.make_context<B>(g, w, nw, d);
+    const ark::elem_range mine = ctx.partition<float>(n);
+    const std::size_t bytes = mine.len * sizeof(float), nv = (bytes + 7) / 8, t = g.thread_rank();
+    const int rank = comm.rank(), peer = 1 - rank;
+    const auto* src = reinterpret_cast<const std::byte*>(in + mine.begin);
+    auto* dst = reinterpret_cast<std::byte*>(out + mine.begin);
+    for (int it = 0; it < iters; ++it) {
+      const std::uint64_t s = ctx.round + static_cast<std::uint64_t>(it);
+      ark::vec<8> v{}, r{};
+      if (t < nv) v = ark::dma::load_prefix<P, 8>(src + 8 * t, bytes - 8 * t);
+      if constexpr (V >= credit) {
+        if (!B::open_send(ctx, ark::dma::peers::all(), s)) return;
+      } else if constexpr (V >= header) {
+        if (static_cast<int>(t) == peer) { // the header alone, no credit
+          std::uint64_t* h = ctx.lay().ll(ctx.remote(peer), w, rank, s);
+          const std::uint32_t f = ark::dma::detail::ll_flag(s);
+          P::store_ll(h, ark::dma::detail::ll_half(static_cast<std::uint32_t>(d.count), f),
+                      ark::dma::detail::ll_half(static_cast<std::uint32_t>(d.count >> 32), f));
+          P::store_ll(h + 2, ark::dma::detail::ll_half(static_cast<std::uint32_t>(d.meta), f),
+                      ark::dma::detail::ll_half(static_cast<std::uint32_t>(d.meta >> 32), f));
+        }
+      }
+      if (t < nv) B::tx(ctx, peer, s).store(t, v);
+      bool ok = true;
+      const auto rx = B::rx(ctx, peer, s);
+      if (V >= header && static_cast<int>(t) == peer) {
+        ark::call_desc theirs;
+        ok = t < nv ? rx.load_with_header(ctx, t, r, theirs) && ctx.check_peer_call(theirs, s, peer, s)
+                    : B::check_header(ctx, peer, s);
+      } else if (t < nv) {
+        ok = rx.load(ctx, t, r);
+      }
+      if constexpr (V >= barrier) {
+        if (g.sync_any(!ok)) return;
+      } else if (!ok) {
+        return;
+      }
+      if (t < nv) {
+        const ark::vec<8> mine_first = rank == 0 ? v : r, theirs_second = rank == 0 ? r : v;
+        float a[2], b[2], c[2];
+        __builtin_memcpy(a, &mine_first, 8);
+        __builtin_memcpy(b, &theirs_second, 8);
+        c[0] = a[0] + b[0], c[1] = a[1] + b[1];
+        ark::vec<8> o;
+        __builtin_memcpy(&o, c, 8);
+        ark::dma::store_prefix<P, 8>(dst + 8 * t, o, bytes - 8 * t);
+      }
+      if constexpr (V >= credit)
+        if (static_cast<int>(t) == peer)
+          P::store_after_reads(ctx.lay().ack(ctx.remote(peer), w, rank), s + 1);
+    }
+  }
+}
+
+template <int V>
+void launch(const comm_t& c, unsigned blocks, const float* in, float* out, std::size_t n, int iters) {
+  anatomy<V><<<blocks, 512, 0, c.stream()>>>(c.device_handle(), in, out, n, iters);
+}
+#endif
+
+int main(int argc, char** argv) {
+#if defined(ARK_GPU_COMPILER)
+  const int iters = argc > 1 ? std::atoi(argv[1]) : 5000;
+  if (gpu::device_count() < 2) {
+    std::fprintf(stderr, "ll_anatomy: needs 2 GPUs\n");
+    return 1;
+  }
+  const std::size_t sizes[] = {8, 8192};
+  std::vector<double> us(2 * variants * 2, 0);
+  std::vector<int> wrong(2 * variants, 0);
+  auto group = std::make_shared<ark::in_process_group>(2);
+  std::barrier<> sync(2);
+  auto rank_main = [&](int rank) {
+    namespace rt = ark::detail::rt;
+    for (int v = 0; v < variants; ++v)
+      for (int k = 0; k < 2; ++k) {
+        comm_t::config cfg;
+        cfg.device = rank;
+        comm_t c(ark::in_process_bootstrap(group, rank), cfg); // fresh slots and step counters
+        const std::size_t n = sizes[k] / sizeof(float);
+        std::vector<float> host(n);
+        for (std::size_t i = 0; i < n; ++i) host[i] = static_cast<float>((i + 3 * rank) % 7);
+        auto mem = gpu::allocate(2 * n * sizeof(float) + 64, rank);
+        float* in = reinterpret_cast<float*>(mem.ptr);
+        float* out = in + n + 8;
+        gpu::copy(in, host.data(), n * sizeof(float));
+        const unsigned blocks = ark::select_workers(sizes[k], cfg.team.workers, cfg.tuning, true);
+        rt::event_t e0, e1;
+        rt::check(rt::event_create(&e0), "event");
+        rt::check(rt::event_create(&e1), "event");
+        sync.arrive_and_wait();
+        rt::check(rt::event_record(e0, c.stream()), "event");
+        switch (v) {
+        case packets:
+          launch<packets>(c, blocks, in, out, n, iters);
+          break;
+        case barrier:
+          launch<barrier>(c, blocks, in, out, n, iters);
+          break;
+        case header:
+          launch<header>(c, blocks, in, out, n, iters);
+          break;
+        case credit:
+          launch<credit>(c, blocks, in, out, n, iters);
+          break;
+        default:
+          launch<full>(c, blocks, in, out, n, iters);
+          break;
+        }
+        rt::check(rt::event_record(e1, c.stream()), "event");
+        c.synchronize();
+        float ms = 0;
+        rt::check(rt::event_elapsed_ms(&ms, e0, e1), "event");
+        us[(rank * variants + v) * 2 + k] = 1000.0 * ms / iters;
+        gpu::copy(host.data(), out, n * sizeof(float));
+        for (std::size_t i = 0; i < n; ++i)
+          wrong[rank * variants + v] += host[i] != static_cast<float>(i % 7 + (i + 3) % 7);
+        rt::event_destroy(e0);
+        rt::event_destroy(e1);
+        gpu::release(mem);
+        sync.arrive_and_wait(); // the peer is done with our slots before we free them
+      }
+  };
+  int failed = 0;
+  auto guarded = [&](int rank) {
+    try {
+      rank_main(rank);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "ll_anatomy: rank %d: %s\n", rank, e.what());
+      failed = 1;
+    }
+  };
+  std::thread other(guarded, 1);
+  guarded(0);
+  other.join();
+  if (failed) return 1;
+  std::printf(
+      "# ll_anatomy: %d all-reduces per persistent kernel, 512 threads per block, us per all-reduce\n",
+      iters);
+  std::printf("%-8s %10s %10s %7s\n", "variant", "8 B", "8 KB", "#wrong");
+  int bad = 0;
+  for (int v = 0; v < variants; ++v) {
+    std::printf("%-8s %10.2f %10.2f %7d\n", variant_names[v], us[v * 2], us[v * 2 + 1],
+                wrong[v] + wrong[variants + v]);
+    bad += wrong[v] + wrong[variants + v];
+  }
+  return bad ? 1 : 0;
+#else
+  (void)argc, (void)argv;
+  return 0;
+#endif
+}

@@ -150,6 +150,15 @@ TEST_CASE("gpu device-side API: a persistent kernel loops compute + all-reduce w
   }
 }
 
+TEST_CASE("gpu: more threads per worker than the collective kernel is built for is refused at construction") {
+  ARK_REQUIRE_GPUS(1);
+  auto cfg = gpu_small_config();
+  cfg.tuning.threads = 2 * gpu::max_worker_threads;
+  auto group = std::make_shared<ark::in_process_group>(1);
+  CHECK_THROWS_WITH_AS(gpu_comm(ark::in_process_bootstrap(group, 0), cfg),
+                       doctest::Contains("threads per block"), ark::invalid_argument);
+}
+
 TEST_CASE("gpu: a peer that never joins becomes a timeout error within the bound; teardown is clean") {
   ARK_REQUIRE_GPUS(2);
   using namespace std::chrono_literals;

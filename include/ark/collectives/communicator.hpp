@@ -209,6 +209,11 @@ public:
     if (cfg_.timeout.count() <= 0) detail::throw_invalid("communicator", "timeout must be positive");
     if (cfg_.tuning.threads == 0 || cfg_.tuning.bytes_per_worker == 0)
       detail::throw_invalid("communicator", "tuning.threads and tuning.bytes_per_worker must be positive");
+    if constexpr (requires { P::max_worker_threads; })
+      if (cfg_.tuning.threads > P::max_worker_threads)
+        detail::throw_invalid("communicator", "tuning.threads is " + std::to_string(cfg_.tuning.threads) +
+                                                  ", more than the " + std::to_string(P::max_worker_threads) +
+                                                  " threads per block the collective kernel is built for");
     if (cfg_.scratch) {
       if (cfg_.scratch_size < team_.lay.total)
         detail::throw_invalid("communicator", "user scratch of " + std::to_string(cfg_.scratch_size) +

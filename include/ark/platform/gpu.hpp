@@ -26,8 +26,13 @@
 
 namespace ark {
 namespace detail {
+/// Threads per worker the collective kernel is compiled for (communicator checks tuning.threads).
+/// One 512-thread block per SM gives ptxas 128 registers a thread: at 1024 threads it had 64,
+/// and the two-shot and ring kernels spilled to local memory (ncu, docs/perf.md).
+inline constexpr unsigned gpu_max_worker_threads = 512;
+
 template <class F>
-__global__ void __launch_bounds__(1024) run_workers(const ARK_GRID_CONSTANT F work) {
+__global__ void __launch_bounds__(gpu_max_worker_threads, 1) run_workers(const ARK_GRID_CONSTANT F work) {
 #if defined(ARK_DEVICE_PASS)
   gpu::follow_previous_grid();
 #endif
@@ -59,6 +64,7 @@ namespace platform {
 struct gpu {
   static constexpr const char* name = detail::rt::vendor;
   static constexpr bool synchronous_launch = false;
+  static constexpr unsigned max_worker_threads = detail::gpu_max_worker_threads;
   using stream = detail::rt::stream_t;
 
   struct memory {
@@ -88,6 +94,9 @@ struct gpu {
     ARK_GPU_OR_HOST(detail::gpu::load_acquire(p), host::load_acquire(p));
   }
   ARK_HD static std::uint64_t load_relaxed(const std::uint64_t* p) {
+    ARK_GPU_OR_HOST(detail::gpu::load_relaxed(p), host::load_relaxed(p));
+  }
+  ARK_HD static std::uint32_t load_relaxed(const std::uint32_t* p) {
     ARK_GPU_OR_HOST(detail::gpu::load_relaxed(p), host::load_relaxed(p));
   }
   ARK_HD static void store_release(std::uint64_t* p, std::uint64_t v) {

@@ -22,6 +22,11 @@ ARK_DEVICE ARK_FORCEINLINE std::uint64_t load_relaxed(const std::uint64_t* p) {
   asm volatile("ld.relaxed.sys.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
   return v;
 }
+ARK_DEVICE ARK_FORCEINLINE std::uint32_t load_relaxed(const std::uint32_t* p) {
+  std::uint32_t v;
+  asm volatile("ld.relaxed.sys.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
 ARK_DEVICE ARK_FORCEINLINE void store_release(std::uint64_t* p, std::uint64_t v) {
   asm volatile("st.release.sys.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
@@ -73,6 +78,9 @@ ARK_DEVICE ARK_FORCEINLINE std::uint64_t load_acquire(const std::uint64_t* p) {
   return __hip_atomic_load(p, __ATOMIC_ACQUIRE, __HIP_MEMORY_SCOPE_SYSTEM);
 }
 ARK_DEVICE ARK_FORCEINLINE std::uint64_t load_relaxed(const std::uint64_t* p) {
+  return __hip_atomic_load(p, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM);
+}
+ARK_DEVICE ARK_FORCEINLINE std::uint32_t load_relaxed(const std::uint32_t* p) {
   return __hip_atomic_load(p, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM);
 }
 ARK_DEVICE ARK_FORCEINLINE void store_release(std::uint64_t* p, std::uint64_t v) {

@@ -192,6 +192,10 @@ struct host {
   ARK_HD static std::uint64_t load_relaxed(const std::uint64_t* p) {
     ARK_HOST_ONLY(return detail::host_impl::load(p, std::memory_order_relaxed));
   }
+  ARK_HD static std::uint32_t load_relaxed(const std::uint32_t* p) {
+    ARK_HOST_ONLY(return std::atomic_ref<std::uint32_t>(*const_cast<std::uint32_t*>(p))
+                      .load(std::memory_order_relaxed));
+  }
   ARK_HD static void store_release(std::uint64_t* p, std::uint64_t v) {
     ARK_HOST_ONLY(detail::host_impl::store(p, v, std::memory_order_release));
   }

@@ -103,9 +103,10 @@ public:
   // -- failures ---------------------------------------------------------------------------------
   ARK_HD bool aborted() const { return P::load_relaxed(&team.ctl->abort) != 0; }
 
-  /// Whether a failure of this rank was recorded (its claim word is taken; an atomic that
-  /// changes nothing reads it).
-  ARK_HD bool failed_here() const { return !P::compare_exchange(team.lay.claim(team.local()), 0u, 0u); }
+  /// Whether a failure of this rank was recorded (its claim word is taken). A relaxed load: every
+  /// polling thread of a rank reads it (an atomic read-modify-write there, with its system fence,
+  /// made 64 Ki polling threads queue on one word, tens of microseconds per round).
+  ARK_HD bool failed_here() const { return P::load_relaxed(team.lay.claim(team.local())) != 0; }
 
   /// Records the first failure of this rank; later ones are dropped.
   ARK_HD void fail(errc code, std::uint32_t what, int peer, std::uint64_t step, std::uint64_t mine,

@@ -196,6 +196,26 @@ TEST_CASE("errors: a count, dtype, op, algorithm or root that differs between ra
   }
 }
 
+TEST_CASE(
+    "errors: single-step LL with more ranks than threads: a count mismatch is reported by every rank, at "
+    "once") {
+  // 2 threads per worker, 4 ranks: each thread checks two peers' headers; rank 3's shorter share
+  // leaves packets that never come, so the headers must be checked before those polls.
+  auto cfg = small_config(2);
+  cfg.timeout = 60s;
+  test_world w(4, cfg);
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto errs = w.try_run([](comm_t& c, int rank) {
+    std::vector<float> in(4, 1.0f), out(4, -7.0f);
+    c.all_reduce<ark::algo::one_shot, ark::dma::ll_packet<2>>(in.data(), out.data(), rank == 3 ? 2 : 4);
+  });
+  CHECK(std::chrono::steady_clock::now() - t0 < 20s);
+  for (int r = 0; r < 4; ++r) {
+    REQUIRE(errs[r]);
+    CHECK_THROWS_AS(std::rethrow_exception(errs[r]), ark::mismatch_error);
+  }
+}
+
 TEST_CASE("errors: a root that differs between ranks ends in a timeout at the root, not in garbage") {
   // Rooted collectives carry no reply, so a rank that names another root simply sends elsewhere:
   // the real root waits for it and times out, with its output untouched.

@@ -34,7 +34,8 @@ ARK_HD bool one_shot_single_step(const Ctx& ctx, elem_range mine) {
 ///     untouched);
 ///   - the contributions stay in registers, so one barrier ends the receive, and the
 ///     acknowledgements and the next round follow it without another.
-/// Two barriers per call, against six on the pipelined path.
+/// Three barriers per call (the last makes the outputs visible to the scope), against six on the
+/// pipelined path.
 template <class Ctx, class T, class Op>
 ARK_HD bool all_reduce_one_shot_ll(const Ctx& ctx, const T* in, T* out, elem_range mine, const Op& op) {
   using B = typename Ctx::backend;
@@ -58,11 +59,16 @@ ARK_HD bool all_reduce_one_shot_ll(const Ctx& ctx, const T* in, T* out, elem_ran
     for (int p = 0; p < world; ++p)
       if (p != rank) B::tx(ctx, p, step).store(t + j * nt, own[j]);
 
-  // 3. every peer's packets, folded in rank order; this thread's first header peer (as
-  // for_each_peer assigns them) is polled with its first packet, other headers on their own
+  // 3. every peer's packets, folded in rank order. This thread's first header peer (as
+  // for_each_peer assigns them) is polled with its first packet; its other header peers (more
+  // ranks than threads), and the first when it has no packet, first, on their own: headers
+  // always come, a packet of a mismatched call may not
   int hdr = static_cast<int>(t) == rank ? static_cast<int>(t + nt) : static_cast<int>(t);
   if (hdr >= world) hdr = -1;
-  bool ok = true, hdr_done = false;
+  const bool joint = hdr >= 0 && t < nv;
+  bool ok = true;
+  for (int p = hdr; ok && p >= 0 && p < world; p += static_cast<int>(nt))
+    if (p != rank && !(p == hdr && joint)) ok = B::check_header(ctx, p, step);
   acc_lanes<T, V> acc[H];
   for (std::size_t j = 0; ok && j < H && t + j * nt < nv; ++j) {
     for (int r = 0; r < world; ++r) {
@@ -72,7 +78,6 @@ ARK_HD bool all_reduce_one_shot_ll(const Ctx& ctx, const T* in, T* out, elem_ran
         if (j == 0 && r == hdr) {
           call_desc theirs;
           ok = rx.load_with_header(ctx, t, v, theirs) && ctx.check_peer_call(theirs, step, r, step);
-          hdr_done = true;
         } else {
           ok = rx.load(ctx, t + j * nt, v);
         }
@@ -84,8 +89,6 @@ ARK_HD bool all_reduce_one_shot_ll(const Ctx& ctx, const T* in, T* out, elem_ran
         fold(acc[j], v, op);
     }
   }
-  for (int p = hdr; ok && p >= 0 && p < world; p += static_cast<int>(nt))
-    if (p != rank && !(p == hdr && hdr_done)) ok = B::check_header(ctx, p, step);
   if (t == 0) ctx.lay().state(ctx.local(), ctx.worker)->round = step + 1; // read after the barrier
   if (ctx.g.sync_any(!ok)) return false;
 
@@ -97,6 +100,7 @@ ARK_HD bool all_reduce_one_shot_ll(const Ctx& ctx, const T* in, T* out, elem_ran
   }
   for (int p = static_cast<int>(t); p < world; p += static_cast<int>(nt))
     if (p != rank) P::store_after_reads(ctx.lay().ack(ctx.remote(p), ctx.worker, rank), step + 1);
+  ctx.g.sync(); // like every call, return with the outputs visible to the whole scope
   return true;
 }
 

@@ -187,10 +187,12 @@ public:
     /// (engine_path::device_graphs; dma/graph_engine.hpp: meant for MB-sized slots). Device graphs
     /// serve the calls this communicator enqueues, not calls made from inside your own kernels.
     engine_path engine = engine_path::proxy;
-    /// GPUs: launch each call's kernel early (CUDA's programmatic dependent launch, sm_90 on):
-    /// its blocks become resident while the stream's previous kernel ends, and wait for it
-    /// there, which takes the launch gap off back-to-back calls, captured graphs included.
-    /// Calls served by device graphs are launched plainly.
+    /// GPUs: launch each call's kernel early (CUDA's programmatic dependent launch, code built
+    /// for sm_90 on): its blocks become resident while the stream's previous kernel ends, and
+    /// wait for it there, which takes the launch gap off back-to-back calls, captured graphs
+    /// included. Calls served by device graphs are launched plainly. Every collective kernel
+    /// lets the stream's next early-launched kernel (an ark call, or yours if you launch it so)
+    /// become resident as soon as it starts: that kernel's blocks then hold SMs while they wait.
     bool early_launch = true;
   };
 

@@ -13,6 +13,9 @@
 // Rules: every rank calls the same collectives in the same order with the same worker count;
 // each worker handles its own share of the data (join your blocks with a grid barrier before
 // reading other blocks' results); workers must not exceed the communicator's `team.workers`.
+// A call's threads read `in` as soon as they enter it, with their own mapping of elements to
+// threads: sync the scope (block.sync()) between your writes to `in` and the call. Outputs are
+// visible to the whole scope when the call returns.
 // The host communicator launches exactly this code, so both paths run one implementation.
 #pragma once
 

@@ -292,6 +292,22 @@ struct gpu {
     loaded.fetch_or(bit, std::memory_order_relaxed);
   }
 
+  /// Whether run_workers<F> may be launched early on the current device: only code built for
+  /// sm_90 or later waits for the previous grid (a binary built for an older GPU and compiled
+  /// from its PTX on a Hopper would not). Asked once per device.
+  template <class F>
+  static bool early_capable() {
+    static std::atomic<std::uint64_t> known{0}, capable{0}; // one bit per device
+    int device = 0;
+    if (detail::rt::get_device(&device) != detail::rt::success || device >= 64) return false;
+    const std::uint64_t bit = std::uint64_t{1} << device;
+    if (known.load(std::memory_order_acquire) & bit) return capable.load(std::memory_order_relaxed) & bit;
+    if (detail::rt::built_for_sm90(reinterpret_cast<const void*>(&detail::run_workers<F>)))
+      capable.fetch_or(bit, std::memory_order_relaxed);
+    known.fetch_or(bit, std::memory_order_release);
+    return capable.load(std::memory_order_relaxed) & bit;
+  }
+
   /// Launches on the stream's device (while a stream is being captured, querying its device is
   /// not allowed: the calling thread's current device is used, as CUDA requires anyway).
   template <class F>
@@ -302,7 +318,7 @@ struct gpu {
       detail::rt::check(detail::rt::set_device(device), "set device");
     }
 #if defined(ARK_COMPILER_CUDA) // HIP has no programmatic dependent launch: a plain launch
-    if (shape.early) {
+    if (shape.early && early_capable<F>()) {
       detail::rt::check(
           detail::rt::launch_early(&detail::run_workers<F>, shape.workers, shape.threads, s, work),
           "launch collective kernel");

@@ -97,6 +97,16 @@ inline error_t load_function(const void* f) {
   cudaFuncAttributes a;
   return cudaFuncGetAttributes(&a, f);
 }
+/// Whether kernel f, as the current device runs it, was compiled for sm_90 or later (its PTX and
+/// its machine code): only then does it contain the griddepcontrol.wait that an early launch needs.
+inline bool built_for_sm90(const void* f) {
+  cudaFuncAttributes a{};
+  if (cudaFuncGetAttributes(&a, f) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return a.ptxVersion >= 90 && a.binaryVersion >= 90;
+}
 inline bool is_capturing(stream_t s) {
   cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
   return cudaStreamIsCapturing(s, &st) == cudaSuccess && st != cudaStreamCaptureStatusNone;

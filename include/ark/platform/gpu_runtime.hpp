@@ -230,6 +230,8 @@ inline error_t load_function(const void* f) {
   hipFuncAttributes a;
   return hipFuncGetAttributes(&a, f);
 }
+/// HIP has no programmatic dependent launch: no kernel is launched early.
+inline bool built_for_sm90(const void*) { return false; }
 inline error_t stream_device(stream_t s, int* d) {
   *d = hipGetStreamDeviceId(s);
   return *d < 0 ? hipErrorInvalidHandle : hipSuccess;

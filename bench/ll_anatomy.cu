@@ -6,10 +6,14 @@
 //            (the shape of shared/probes/ll_one_shot.cu, over ark's layout and LL code)
 //   barrier  + the block barrier that ends each receive
 //   header   + the call-description header, written and polled with the data, checked
-//   credit   + the credit wait before the stores (open_send: a flag load and a barrier) and the
-//            acknowledgement after the receive
-//   full     the real call, comm.all_reduce<one_shot, ll_packet<4>> (adds the worker's step
-//            counter, loaded and stored in memory, and device_comm's checks)
+//   implied  + the acknowledgement after the receive (what a call whose credits are implied by
+//            the previous call's packets does: context::exchanged)
+//   credit   + the credit wait before the stores (open_send: a flag load and a barrier)
+//   lean     the real call's latency path (all_reduce_one_shot_ll) on a context made per call:
+//            adds the worker's round, loaded and stored in memory, the credits implied after the
+//            first call, and the closing barrier
+//   full     the real call, comm.all_reduce<one_shot, ll_packet<4>> (adds device_comm's checks,
+//            the call description and the share computed per call)
 // Prints µs per all-reduce for each variant and size, and checks every result.
 //
 //   build/bench/ll_anatomy [ITERS]
@@ -25,8 +29,8 @@ using gpu = ark::platform::gpu;
 using comm_t = ark::communicator<gpu>;
 using B = ark::dma::ll_packet<4>;
 
-enum variant { packets, barrier, header, credit, full, variants };
-const char* const variant_names[] = {"packets", "barrier", "header", "credit", "full"};
+enum variant { packets, barrier, header, implied, credit, lean, full, variants };
+const char* const variant_names[] = {"packets", "barrier", "header", "implied", "credit", "lean", "full"};
 
 #if defined(ARK_GPU_COMPILER)
 template <int V>
@@ -44,6 +48,14 @@ __global__ void anatomy(const ark::device_comm<gpu> comm, const float* in, float
                                         ark::op_id<ark::op::sum>, B::id, nw, 0, n);
     const auto ctx = comm.make_context<B>(g, w, nw, d);
     const ark::elem_range mine = ctx.partition<float>(n);
+    if constexpr (V == lean) {
+      if (!ark::algorithms::detail::one_shot_single_step<float>(ctx, mine)) return; // then #wrong says so
+      for (int it = 0; it < iters; ++it) {
+        const auto c = comm.make_context<B>(g, w, nw, d);
+        if (!ark::algorithms::detail::all_reduce_one_shot_ll(c, in, out, mine, ark::op::sum{})) return;
+      }
+      return;
+    }
     const std::size_t bytes = mine.len * sizeof(float), nv = (bytes + 7) / 8, t = g.thread_rank();
     const int rank = comm.rank(), peer = 1 - rank;
     const auto* src = reinterpret_cast<const std::byte*>(in + mine.begin);
@@ -55,14 +67,7 @@ __global__ void anatomy(const ark::device_comm<gpu> comm, const float* in, float
       if constexpr (V >= credit) {
         if (!B::open_send(ctx, ark::dma::peers::all(), s)) return;
       } else if constexpr (V >= header) {
-        if (static_cast<int>(t) == peer) { // the header alone, no credit
-          std::uint64_t* h = ctx.lay().ll(ctx.remote(peer), w, rank, s);
-          const std::uint32_t f = ark::dma::detail::ll_flag(s);
-          P::store_ll(h, ark::dma::detail::ll_half(static_cast<std::uint32_t>(d.count), f),
-                      ark::dma::detail::ll_half(static_cast<std::uint32_t>(d.count >> 32), f));
-          P::store_ll(h + 2, ark::dma::detail::ll_half(static_cast<std::uint32_t>(d.meta), f),
-                      ark::dma::detail::ll_half(static_cast<std::uint32_t>(d.meta >> 32), f));
-        }
+        if (static_cast<int>(t) == peer) B::write_header(ctx, peer, s); // no credit
       }
       if (t < nv) B::tx(ctx, peer, s).store(t, v);
       bool ok = true;
@@ -89,17 +94,17 @@ __global__ void anatomy(const ark::device_comm<gpu> comm, const float* in, float
         __builtin_memcpy(&o, c, 8);
         ark::dma::store_prefix<P, 8>(dst + 8 * t, o, bytes - 8 * t);
       }
-      if constexpr (V >= credit)
+      if constexpr (V >= implied)
         if (static_cast<int>(t) == peer)
           P::store_after_reads(ctx.lay().ack(ctx.remote(peer), w, rank), s + 1);
     }
   }
 }
 
-template <int V>
-void launch(const comm_t& c, unsigned blocks, const float* in, float* out, std::size_t n, int iters) {
-  anatomy<V><<<blocks, 512, 0, c.stream()>>>(c.device_handle(), in, out, n, iters);
-}
+using kernel_t = void (*)(ark::device_comm<gpu>, const float*, float*, std::size_t, int);
+const kernel_t kernels[] = {anatomy<packets>, anatomy<barrier>, anatomy<header>, anatomy<implied>,
+                            anatomy<credit>,  anatomy<lean>,    anatomy<full>};
+static_assert(sizeof(kernels) / sizeof(kernels[0]) == variants);
 #endif
 
 int main(int argc, char** argv) {
@@ -134,23 +139,7 @@ int main(int argc, char** argv) {
         rt::check(rt::event_create(&e1), "event");
         sync.arrive_and_wait();
         rt::check(rt::event_record(e0, c.stream()), "event");
-        switch (v) {
-        case packets:
-          launch<packets>(c, blocks, in, out, n, iters);
-          break;
-        case barrier:
-          launch<barrier>(c, blocks, in, out, n, iters);
-          break;
-        case header:
-          launch<header>(c, blocks, in, out, n, iters);
-          break;
-        case credit:
-          launch<credit>(c, blocks, in, out, n, iters);
-          break;
-        default:
-          launch<full>(c, blocks, in, out, n, iters);
-          break;
-        }
+        kernels[v]<<<blocks, 512, 0, c.stream()>>>(c.device_handle(), in, out, n, iters);
         rt::check(rt::event_record(e1, c.stream()), "event");
         c.synchronize();
         float ms = 0;

@@ -1,6 +1,8 @@
 // LL packets: every collective and algorithm x depth x dtype over the LL backend, every op once.
 #include "../support/collective_check.hpp"
 
+#include <random>
+
 using namespace ark_test;
 
 using ll_depths = all_depths<ark::dma::ll_packet>;
@@ -51,4 +53,35 @@ TEST_CASE("ll_packet: every op, and every other collective") {
                                                        type_list<ark::op::sum>{});
   run_matrix<ark::collective::reduce, double>(type_list<ark::algo::direct>{}, ll_depths{},
                                               type_list<ark::op::prod>{});
+}
+
+// Credits implied by the previous single-step call (context::exchanged): with the fewest slots a
+// channel can have (max_depth 1: two), one rank skewed by random sleeps, and multi-step one-shot
+// and ring calls in between (after which credits are read again). A wrong implication overwrites
+// a slot its peer has not read: that peer then waits for packets that never come (a timeout) or
+// reads the wrong step's data. (The round stored before every thread read it failed here.)
+TEST_CASE("ll_packet: single-step calls with implied credits, ranks skewed, two slots") {
+  for (int world : {2, 3}) {
+    auto cfg = small_config(16);
+    cfg.team.max_depth = 1;
+    cfg.timeout = std::chrono::milliseconds(5000);
+    test_world w(world, cfg);
+    w.run([world](comm_t& c, int rank) {
+      std::mt19937 rng(static_cast<unsigned>(7 + rank));
+      std::vector<std::int32_t> in(200), out(201);
+      for (int k = 0; k < 300; ++k) {
+        const std::size_t n = k % 10 == 9 ? 200 : 1 + (k * 13) % 32; // 200: several steps
+        for (std::size_t i = 0; i < n; ++i) in[i] = static_cast<std::int32_t>((i * 7 + k) * (rank + 1));
+        std::fill(out.begin(), out.end(), -1);
+        if (rank == 1 && rng() % 3 == 0) std::this_thread::sleep_for(std::chrono::microseconds(rng() % 200));
+        if (k % 20 == 19)
+          c.all_reduce<ark::algo::ring, ark::dma::ll_packet<1>>(in.data(), out.data(), n);
+        else
+          c.all_reduce<ark::algo::one_shot, ark::dma::ll_packet<1>>(in.data(), out.data(), n);
+        for (std::size_t i = 0; i < n; ++i)
+          REQUIRE(out[i] == static_cast<std::int32_t>((i * 7 + k) * (world * (world + 1) / 2)));
+        REQUIRE(out[n] == -1);
+      }
+    });
+  }
 }

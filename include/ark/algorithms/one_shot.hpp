@@ -34,8 +34,10 @@ ARK_HD bool one_shot_single_step(const Ctx& ctx, elem_range mine) {
 ///     untouched);
 ///   - the contributions stay in registers, so one barrier ends the receive, and the
 ///     acknowledgements and the next round follow it without another.
-/// Three barriers per call (the last makes the outputs visible to the scope), against six on the
-/// pipelined path.
+///   - after such a call, the credits are implied by the packets it received (context::exchanged),
+///     so the next call neither reads them nor needs a barrier before its stores.
+/// Two barriers per call (three without implied credits; the last makes the outputs visible to
+/// the scope), against six on the pipelined path.
 template <class Ctx, class T, class Op>
 ARK_HD bool all_reduce_one_shot_ll(const Ctx& ctx, const T* in, T* out, elem_range mine, const Op& op) {
   using B = typename Ctx::backend;
@@ -48,11 +50,21 @@ ARK_HD bool all_reduce_one_shot_ll(const Ctx& ctx, const T* in, T* out, elem_ran
   const auto* src = reinterpret_cast<const std::byte*>(in + mine.begin);
   auto* dst = reinterpret_cast<std::byte*>(out + mine.begin);
 
-  // 1. our vectors, in flight with the credits open_send reads
+  // 1. our vectors, in flight with the credits open_send reads. Credits are implied after a call
+  // that exchanged packets with every peer in one step (ctx.exchanged): each peer sent them once
+  // done reading every earlier step, and a channel has at least two slots (max_depth + 1), so
+  // this step's slot is one of those. The round word says so: no flag to read, and no barrier to
+  // spread its verdict
   vec<V> own[H]{};
   for (std::size_t j = 0; j < H; ++j)
     if (t + j * nt < nv) own[j] = dma::load_prefix<P, V>(src + V * (t + j * nt), bytes - V * (t + j * nt));
-  if (!B::open_send(ctx, dma::peers::all(), step)) return false;
+  if (ctx.exchanged)
+    dma::for_each_peer(ctx, dma::peers::all(), [&](int p) {
+      B::write_header(ctx, p, step);
+      return true;
+    });
+  else if (!B::open_send(ctx, dma::peers::all(), step))
+    return false;
 
   // 2. packets to every peer
   for (std::size_t j = 0; j < H && t + j * nt < nv; ++j)
@@ -89,8 +101,10 @@ ARK_HD bool all_reduce_one_shot_ll(const Ctx& ctx, const T* in, T* out, elem_ran
         fold(acc[j], v, op);
     }
   }
-  if (t == 0) ctx.lay().state(ctx.local(), ctx.worker)->round = step + 1; // read after the barrier
   if (ctx.g.sync_any(!ok)) return false;
+  // every thread read the round before this barrier (with implied credits, none came before);
+  // every peer's packets of this step came: credits implied for the next call
+  if (t == 0) ctx.lay().state(ctx.local(), ctx.worker)->round = (step + 1) | worker_state::exchanged_bit;
 
   // 4. outputs; the slot is free again (every thread's loads completed before the barrier)
   for (std::size_t j = 0; j < H && t + j * nt < nv; ++j) {

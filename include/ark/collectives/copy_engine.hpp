@@ -90,7 +90,8 @@ struct ce_wait_work {
     // the bound and the abort flag are the context's, as for every other wait
     const context<P, dma::thread_copy<1>, G> ctx(g, team, 0, 1, call_desc{});
     for (int i = static_cast<int>(g.thread_rank()); i < n; i += static_cast<int>(g.size())) {
-      std::uint64_t start = P::now_ns();
+      const std::uint64_t t0 = P::now_ns();
+      wait_clock clock{t0, t0 + ctx.abort_poll_ns};
       for (unsigned spins = 0;; ++spins) {
         const std::uint64_t seen = P::load_acquire(flags[i]);
         if (seen == value) break;
@@ -98,10 +99,10 @@ struct ce_wait_work {
         if ((spins & 63u) != 63u) continue;
         // a later wait of a call that already failed gives up at once (the error record is host
         // memory: read, like the abort flag, only once the wait has lasted abort_poll_ns)
-        if (P::now_ns() - start > ctx.abort_poll_ns &&
+        if (P::now_ns() - clock.start > ctx.abort_poll_ns &&
             *static_cast<const volatile std::uint32_t*>(&team.ctl->err.code) != 0)
           break;
-        if (!ctx.keep_waiting(start, wait_kind::data, peers[i], value, seen)) break;
+        if (!ctx.keep_waiting(clock, wait_kind::data, peers[i], value, seen)) break;
       }
     }
   }

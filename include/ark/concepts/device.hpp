@@ -16,6 +16,8 @@
 //      write (it must not return stale cached data once a flag was acquired), with V of 8 or 16.
 //   4. LL packets: store_ll(p, a, b) writes 16 bytes as two 64-bit halves, each half single-copy
 //      atomic; load_ll(p, a, b) reads them the same way. A half carries 32 data bits and a 32-bit flag.
+//      A packet read orders the sender's loads before it (behind a barrier) before the reader's
+//      stores after it (behind a barrier), as store_after_reads/load_before_writes do: a credit.
 //   5. Memory of a rank visible to its peers: `memory` (an owning record), allocate(bytes, device),
 //      release(memory&), export_handle(memory) -> `ipc_handle` (trivially copyable), and
 //      import_handle(ipc_handle, device) -> void* mapping a peer's memory into this address space,

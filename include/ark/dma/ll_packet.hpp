@@ -16,6 +16,10 @@ ARK_HD inline std::uint32_t ll_flag(std::uint64_t step) { return static_cast<std
 ARK_HD inline std::uint64_t ll_half(std::uint32_t data, std::uint32_t flag) {
   return std::uint64_t(data) | std::uint64_t(flag) << 32;
 }
+/// The 8 data bytes of a packet whose halves are a (low data word) and b (high).
+ARK_HD inline std::uint64_t ll_data(std::uint64_t a, std::uint64_t b) {
+  return (a & 0xffffffffu) | (b << 32);
+}
 } // namespace detail
 
 /// Stores 8-byte units of a step as packets into a peer's LL slot.
@@ -23,9 +27,10 @@ template <class P>
 struct ll_writer {
   std::uint64_t* packets; // the slot, header included
   std::uint32_t flag;
-  ARK_HD void store(std::size_t i, const vec<8>& v) const {
-    const std::uint64_t d = v.w[0];
-    P::store_ll(packets + 2 * (i + 2), detail::ll_half(static_cast<std::uint32_t>(d), flag),
+  ARK_HD void store(std::size_t i, const vec<8>& v) const { store_raw(i + 2, v.w[0]); }
+  /// Packet k of the slot (0 and 1: the header) carries d.
+  ARK_HD void store_raw(std::size_t k, std::uint64_t d) const {
+    P::store_ll(packets + 2 * k, detail::ll_half(static_cast<std::uint32_t>(d), flag),
                 detail::ll_half(static_cast<std::uint32_t>(d >> 32), flag));
   }
 };
@@ -41,7 +46,7 @@ struct ll_reader {
   ARK_HD bool load(const Ctx& ctx, std::size_t i, vec<8>& v) const {
     std::uint64_t a, b;
     if (!poll(ctx, packets + 2 * (i + 2), a, b)) return false;
-    v.w[0] = (a & 0xffffffffu) | (b << 32);
+    v.w[0] = detail::ll_data(a, b);
     return true;
   }
 
@@ -52,21 +57,21 @@ struct ll_reader {
   ARK_HD bool load_with_header(const Ctx& ctx, std::size_t i, vec<8>& v, call_desc& theirs) const {
     const std::uint64_t* pk = packets + 2 * (i + 2);
     std::uint64_t a, b, c, d, e, f, x, y;
-    std::uint64_t start = 0;
+    wait_clock clock;
     for (unsigned spins = 0;; ++spins) {
       P::load_ll(packets, a, b);
       P::load_ll(packets + 2, c, d);
       P::load_ll(pk, e, f);
       if (ready(a, b) && ready(c, d)) {
-        theirs.count = (a & 0xffffffffu) | (b << 32);
-        theirs.meta = (c & 0xffffffffu) | (d << 32);
+        theirs.count = detail::ll_data(a, b);
+        theirs.meta = detail::ll_data(c, d);
         if (ready(e, f) || ctx.desc.first_difference(theirs, x, y) != desc_field::none) break;
       }
       P::pause(spins);
-      if ((spins & 63u) == 63u && !ctx.keep_waiting(start, wait_kind::data, peer, flag, e >> 32))
+      if ((spins & 63u) == 63u && !ctx.keep_waiting(clock, wait_kind::data, peer, flag, e >> 32))
         return false;
     }
-    v.w[0] = (e & 0xffffffffu) | (f << 32);
+    v.w[0] = detail::ll_data(e, f);
     return true;
   }
 
@@ -78,8 +83,8 @@ struct ll_reader {
     P::load_ll(packets + 2, c, d);
     if ((!ready(a, b) && !poll(ctx, packets, a, b)) || (!ready(c, d) && !poll(ctx, packets + 2, c, d)))
       return false;
-    theirs.count = (a & 0xffffffffu) | (b << 32);
-    theirs.meta = (c & 0xffffffffu) | (d << 32);
+    theirs.count = detail::ll_data(a, b);
+    theirs.meta = detail::ll_data(c, d);
     return true;
   }
 
@@ -87,12 +92,12 @@ struct ll_reader {
   ARK_HD bool poll(const Ctx& ctx, const std::uint64_t* pk, std::uint64_t& a, std::uint64_t& b) const {
     P::load_ll(pk, a, b);
     if (ready(a, b)) return true;
-    std::uint64_t start = 0;
+    wait_clock clock;
     for (unsigned spins = 0;; ++spins) {
       P::pause(spins);
       P::load_ll(pk, a, b);
       if (ready(a, b)) return true;
-      if ((spins & 63u) == 63u && !ctx.keep_waiting(start, wait_kind::data, peer, flag, a >> 32))
+      if ((spins & 63u) == 63u && !ctx.keep_waiting(clock, wait_kind::data, peer, flag, a >> 32))
         return false;
     }
   }
@@ -121,18 +126,20 @@ struct ll_packet : thread_transfers<Depth> {
   /// Waits for the slot to be free, then writes the header packets.
   template <class Ctx>
   ARK_HD static bool open_send(const Ctx& ctx, peers ps, std::uint64_t step) {
-    using P = typename Ctx::platform;
     const bool ok = for_each_peer(ctx, ps, [&](int p) {
       if (!wait_credit(ctx, p, step, Depth)) return false;
-      std::uint64_t* h = ctx.lay().ll(ctx.remote(p), ctx.worker, ctx.rank(), step);
-      const std::uint32_t f = detail::ll_flag(step);
-      P::store_ll(h, detail::ll_half(static_cast<std::uint32_t>(ctx.desc.count), f),
-                  detail::ll_half(static_cast<std::uint32_t>(ctx.desc.count >> 32), f));
-      P::store_ll(h + 2, detail::ll_half(static_cast<std::uint32_t>(ctx.desc.meta), f),
-                  detail::ll_half(static_cast<std::uint32_t>(ctx.desc.meta >> 32), f));
+      write_header(ctx, p, step);
       return true;
     });
     return !ctx.g.sync_any(!ok);
+  }
+
+  /// One thread: writes the header packets (our call's description) of `step` into peer p's slot.
+  template <class Ctx>
+  ARK_HD static void write_header(const Ctx& ctx, int p, std::uint64_t step) {
+    const ll_writer<typename Ctx::platform> w = tx(ctx, p, step);
+    w.store_raw(0, ctx.desc.count);
+    w.store_raw(1, ctx.desc.meta);
   }
 
   /// Packets announce themselves: nothing to do.

@@ -239,13 +239,15 @@ struct host {
   }
 
   // 4. LL packets ------------------------------------------------------------------------------
+  // Release and acquire (free on x86): a packet then also orders its sender's earlier reads
+  // before the receiver's later writes, as implied credits need (context::exchanged).
   ARK_HD static void store_ll(std::uint64_t* p, std::uint64_t a, std::uint64_t b) {
-    ARK_HOST_ONLY(detail::host_impl::store(p, a, std::memory_order_relaxed);
-                  detail::host_impl::store(p + 1, b, std::memory_order_relaxed));
+    ARK_HOST_ONLY(detail::host_impl::store(p, a, std::memory_order_release);
+                  detail::host_impl::store(p + 1, b, std::memory_order_release));
   }
   ARK_HD static void load_ll(const std::uint64_t* p, std::uint64_t& a, std::uint64_t& b) {
-    ARK_HOST_ONLY(a = detail::host_impl::load(p, std::memory_order_relaxed);
-                  b = detail::host_impl::load(p + 1, std::memory_order_relaxed));
+    ARK_HOST_ONLY(a = detail::host_impl::load(p, std::memory_order_acquire);
+                  b = detail::host_impl::load(p + 1, std::memory_order_acquire));
   }
 
   // 5. memory ----------------------------------------------------------------------------------

@@ -61,6 +61,13 @@ ARK_HD void record_error(const team_view& t, errc code, std::uint32_t what, int 
   P::fence();
 }
 
+/// What a wait keeps between its calls to context::keep_waiting: when it began (0: at the first
+/// call) and when it next reads the abort flag.
+struct wait_clock {
+  std::uint64_t start = 0;
+  std::uint64_t next_abort = 0;
+};
+
 template <device P, class B, scope G>
 class context {
 public:
@@ -74,12 +81,18 @@ public:
   const unsigned workers;
   const call_desc desc;
   const std::uint64_t round; ///< first pipeline step of this call on every channel of this worker
+  /// The worker's previous call was one step, the first of its call on every rank, in which this
+  /// worker received every peer's packets (worker_state::round's exchanged bit): every peer had
+  /// finished reading all earlier steps before it sent them, so every slot but that step's is
+  /// free in every peer (credits implied, see all_reduce_one_shot_ll).
+  const bool exchanged;
 
-  /// Waits shorter than this never look at the abort flag.
+  /// The scope's first thread reads the abort flag once per this much waiting, the other threads
+  /// once per 100 times as much (see keep_waiting).
   static constexpr std::uint64_t abort_poll_ns = 100000;
 
   ARK_HD context(G& grp, const team_view& t, unsigned w, unsigned nw, call_desc d)
-      : g(grp), team(t), worker(w), workers(nw), desc(d), round(t.lay.state(t.local(), w)->round) {}
+      : context(grp, t, w, nw, d, t.lay.state(t.local(), w)->round) {}
 
   ARK_HD int rank() const { return team.rank; }
   ARK_HD int world() const { return team.world; }
@@ -122,38 +135,47 @@ public:
     auto load = [&] { return before_writes ? P::load_before_writes(flag) : P::load_acquire(flag); };
     std::uint64_t seen = load();
     if (seen >= value) return true;
-    std::uint64_t start = 0;
+    wait_clock clock;
     for (unsigned spins = 0;; ++spins) {
       P::pause(spins);
       seen = load();
       if (seen >= value) return true;
-      if ((spins & 63u) == 63u && !keep_waiting(start, kind, peer, value, seen)) return false;
+      if ((spins & 63u) == 63u && !keep_waiting(clock, kind, peer, value, seen)) return false;
     }
   }
 
   /// For pollers that spin themselves, called every 64 spins: false (and recorded) once the wait
-  /// that began at `start` has lasted too long or the communicator was aborted. A `start` of 0
-  /// is set here, at the first call: the clock is read only by waits that outlast 64 spins (on
-  /// a GPU a read of the global timer is itself a slow round trip), and a wait's bound counts
-  /// from there. The abort flag lives in host memory (a PCIe read from a GPU), so it is read
-  /// only once a wait has lasted abort_poll_ns.
+  /// timed by `clock` has lasted too long or the communicator was aborted. The clock starts here,
+  /// at the first call: it is read only by waits that outlast 64 spins (on a GPU a read of the
+  /// global timer is itself a slow round trip), and a wait's bound counts from there.
+  /// The abort flag lives in host memory: from a GPU, a read is a PCIe round trip, and when every
+  /// polling thread (up to 64 Ki per rank) read it every 64 spins, their reads queued for hundreds
+  /// of microseconds. That delayed the rank's next call, so its peer's waits outlasted
+  /// abort_poll_ns too and read it in turn: a state that kept both GPUs at ~600 µs per call
+  /// (docs/perf.md, run k). So the scope's first thread reads it once per abort_poll_ns of
+  /// waiting and the others once per 100: an abort ends the wait of the thread that sees it, and
+  /// failed_here() the others' (within 10 ms when the first thread is not waiting).
   /// Also false, with nothing recorded, once another thread of this rank recorded a failure: a
   /// wait whose peer went wrong elsewhere (say, a packet of a mismatched call that will never
   /// come) ends with that failure, not at the timeout.
-  ARK_HD bool keep_waiting(std::uint64_t& start, wait_kind kind, int peer, std::uint64_t expected,
+  ARK_HD bool keep_waiting(wait_clock& clock, wait_kind kind, int peer, std::uint64_t expected,
                            std::uint64_t seen) const {
     if (failed_here()) return false;
     const std::uint64_t now = P::now_ns();
-    if (start == 0) {
-      start = now;
+    const std::uint64_t period = g.thread_rank() == 0 ? abort_poll_ns : 100 * abort_poll_ns;
+    if (clock.start == 0) {
+      clock.start = now;
+      clock.next_abort = now + period;
       return true;
     }
-    const std::uint64_t waited = now - start;
-    if (waited > abort_poll_ns && aborted()) {
-      fail(errc::aborted, static_cast<std::uint32_t>(kind), peer, expected, expected, seen);
-      return false;
+    if (now >= clock.next_abort) {
+      clock.next_abort = now + period;
+      if (aborted()) {
+        fail(errc::aborted, static_cast<std::uint32_t>(kind), peer, expected, expected, seen);
+        return false;
+      }
     }
-    if (waited > team.timeout_ns) {
+    if (now - clock.start > team.timeout_ns) {
       fail(errc::timeout, static_cast<std::uint32_t>(kind), peer, expected, expected, seen);
       return false;
     }
@@ -207,6 +229,11 @@ public:
     g.sync();
     return ok;
   }
+
+private:
+  ARK_HD context(G& grp, const team_view& t, unsigned w, unsigned nw, call_desc d, std::uint64_t word)
+      : g(grp), team(t), worker(w), workers(nw), desc(d), round(word & ~worker_state::exchanged_bit),
+        exchanged((word & worker_state::exchanged_bit) != 0) {}
 };
 
 } // namespace ark

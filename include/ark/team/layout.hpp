@@ -53,7 +53,10 @@ struct slot_header {
 
 /// Per-worker counters that only the owning rank touches.
 struct worker_state {
-  std::uint64_t round;     ///< first pipeline step of the next call on every channel
+  /// First pipeline step of the next call on every channel; the top bit is set by a call that
+  /// leaves every credit implied (context::exchanged) and cleared by every other.
+  std::uint64_t round;
+  static constexpr std::uint64_t exchanged_bit = std::uint64_t(1) << 63;
   std::uint64_t bar_epoch; ///< barriers passed
 };
 

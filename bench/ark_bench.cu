@@ -10,7 +10,9 @@
 // Each time is the median of three timed runs of N calls.
 //
 //   build/bench/ark_bench [--min BYTES] [--max BYTES] [--csv FILE] [--quick] [--no-early]
-// (--no-early: the communicators launch plainly, not early: communicator::config::early_launch)
+//                         [--slot BYTES] [--workers N]
+// (--no-early: the communicators launch plainly, not early: communicator::config::early_launch;
+// --slot, --workers: team_config::slot_bytes and ::workers instead of the defaults)
 #include "ark/ark.hpp"
 
 #include <algorithm>
@@ -51,7 +53,9 @@ struct options {
   std::size_t max_bytes = std::size_t(1) << 30;
   std::string csv = "ark_bench.csv";
   bool quick = false;
-  bool early_launch = true; // communicator::config::early_launch (--no-early: plain launches)
+  bool early_launch = true;   // communicator::config::early_launch (--no-early: plain launches)
+  std::size_t slot_bytes = 0; // team_config::slot_bytes (--slot; 0: the default)
+  unsigned workers = 0;       // team_config::workers (--workers; 0: the default)
 };
 
 struct result {
@@ -95,6 +99,8 @@ public:
     comm_t::config cfg;
     cfg.device = rank;
     cfg.early_launch = s.opt.early_launch;
+    if (s.opt.slot_bytes) cfg.team.slot_bytes = s.opt.slot_bytes;
+    if (s.opt.workers) cfg.team.workers = s.opt.workers;
     comm_ = std::make_unique<comm_t>(ark::in_process_bootstrap(s.group, rank), cfg);
     stream_ = comm_->stream();
     const std::size_t n = s.opt.max_bytes / sizeof(float) + 16;
@@ -311,8 +317,14 @@ int main(int argc, char** argv) {
       opt.quick = true;
     else if (a == "--no-early")
       opt.early_launch = false;
+    else if (a == "--slot" && i + 1 < argc)
+      opt.slot_bytes = parse_bytes(argv[++i]), command += std::string(" ") + argv[i];
+    else if (a == "--workers" && i + 1 < argc)
+      opt.workers = static_cast<unsigned>(std::atoi(argv[++i])), command += std::string(" ") + argv[i];
     else {
-      std::fprintf(stderr, "usage: %s [--min BYTES] [--max BYTES] [--csv FILE] [--quick] [--no-early]\n",
+      std::fprintf(stderr,
+                   "usage: %s [--min BYTES] [--max BYTES] [--csv FILE] [--quick] [--no-early] [--slot BYTES] "
+                   "[--workers N]\n",
                    argv[0]);
       return 64;
     }

@@ -5,7 +5,8 @@
 //   packets  each thread stores its packet into the peer's slot and polls its own: nothing else
 //            (the shape of shared/probes/ll_one_shot.cu, over ark's layout and LL code)
 //   barrier  + the block barrier that ends each receive
-//   header   + the call-description header, written and polled with the data, checked
+//   header   + the call-description header, written and polled with the data (the same loop in
+//            every lane, ll_reader::load_joint), checked
 //   implied  + the acknowledgement after the receive (what a call whose credits are implied by
 //            the previous call's packets does: context::exchanged)
 //   credit   + the credit wait before the stores (open_send: a flag load and a barrier)
@@ -72,10 +73,12 @@ __global__ void anatomy(const ark::device_comm<gpu> comm, const float* in, float
       if (t < nv) B::tx(ctx, peer, s).store(t, v);
       bool ok = true;
       const auto rx = B::rx(ctx, peer, s);
-      if (V >= header && static_cast<int>(t) == peer) {
+      if (V >= header) { // one loop for every lane, as the real call polls
+        const bool with_header = static_cast<int>(t) == peer;
         ark::call_desc theirs;
-        ok = t < nv ? rx.load_with_header(ctx, t, r, theirs) && ctx.check_peer_call(theirs, s, peer, s)
-                    : B::check_header(ctx, peer, s);
+        if (t < nv || with_header)
+          ok = rx.load_joint(ctx, t < nv, t, r, with_header, theirs) &&
+               (!with_header || ctx.check_peer_call(theirs, s, peer, s));
       } else if (t < nv) {
         ok = rx.load(ctx, t, r);
       }

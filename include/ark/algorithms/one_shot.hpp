@@ -72,27 +72,25 @@ ARK_HD bool all_reduce_one_shot_ll(const Ctx& ctx, const T* in, T* out, elem_ran
       if (p != rank) B::tx(ctx, p, step).store(t + j * nt, own[j]);
 
   // 3. every peer's packets, folded in rank order. This thread's first header peer (as
-  // for_each_peer assigns them) is polled with its first packet; its other header peers (more
-  // ranks than threads), and the first when it has no packet, first, on their own: headers
-  // always come, a packet of a mismatched call may not
+  // for_each_peer assigns them) is polled with its first packet, in the same loop as every
+  // packet (ll_reader::load_joint), even when the thread has no packet; its other header peers
+  // (more ranks than threads) first, on their own: headers always come, a packet of a
+  // mismatched call may not
   int hdr = static_cast<int>(t) == rank ? static_cast<int>(t + nt) : static_cast<int>(t);
   if (hdr >= world) hdr = -1;
-  const bool joint = hdr >= 0 && t < nv;
   bool ok = true;
-  for (int p = hdr; ok && p >= 0 && p < world; p += static_cast<int>(nt))
-    if (p != rank && !(p == hdr && joint)) ok = B::check_header(ctx, p, step);
+  for (int p = hdr + static_cast<int>(nt); ok && hdr >= 0 && p < world; p += static_cast<int>(nt))
+    if (p != rank) ok = B::check_header(ctx, p, step);
   acc_lanes<T, V> acc[H];
-  for (std::size_t j = 0; ok && j < H && t + j * nt < nv; ++j) {
+  for (std::size_t j = 0; ok && j < H && (t + j * nt < nv || (j == 0 && hdr >= 0)); ++j) {
+    const bool data = t + j * nt < nv;
     for (int r = 0; r < world; ++r) {
       vec<V> v = own[j];
-      if (r != rank) {
-        const auto rx = B::rx(ctx, r, step);
-        if (j == 0 && r == hdr) {
-          call_desc theirs;
-          ok = rx.load_with_header(ctx, t, v, theirs) && ctx.check_peer_call(theirs, step, r, step);
-        } else {
-          ok = rx.load(ctx, t + j * nt, v);
-        }
+      const bool header = j == 0 && r == hdr;
+      if (r != rank && (data || header)) {
+        call_desc theirs;
+        ok = B::rx(ctx, r, step).load_joint(ctx, data, t + j * nt, v, header, theirs) &&
+             (!header || ctx.check_peer_call(theirs, step, r, step));
         if (!ok) break;
       }
       if (r == 0)

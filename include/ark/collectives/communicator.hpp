@@ -66,14 +66,18 @@ tuning default_tuning() {
   return t;
 }
 
-/// Default sizes of the symmetric region per platform.
+/// Default sizes of the symmetric region per platform. GPUs: 512 KB slots, measured best for
+/// large messages (2 x H200, run m in docs/perf.md: two-shot at 256 MB-1 GB 311-333 GB/s
+/// graph-launched against 273-280 with 64 KB slots; 256 KB and 1 MB slots lower). The region
+/// then holds workers x world x (max_depth + 1) slots: 640 MB of data slots at two ranks,
+/// 2.6 GB at eight (required_scratch() says; set team_config::slot_bytes to trade).
 template <device P>
 team_config default_team() {
   team_config c;
   if constexpr (!P::synchronous_launch) {
     c.workers = 128;
     c.max_depth = 4;
-    c.slot_bytes = 64 << 10;
+    c.slot_bytes = 512 << 10;
     c.ll_slot_bytes = 16 << 10;
     c.staging = false; // engine backends (proxy_engine, tma) need it: team_config.staging = true
   }

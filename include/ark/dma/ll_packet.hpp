@@ -50,28 +50,38 @@ struct ll_reader {
     return true;
   }
 
-  /// Polls packet i and the two header packets in the same sweeps (one wait, however they land),
-  /// and decodes the header into `theirs`. Returns as soon as the header describes a call other
-  /// than ours, whose packet i may never come (then v is unspecified: check `theirs` first).
+  /// Polls packet i (if `data`) and the two header packets (if `header`, decoding them into
+  /// `theirs`) in the same sweeps: one wait, however they land. Returns as soon as the header
+  /// describes a call other than ours, whose packet i may never come (then v is unspecified:
+  /// check `theirs` first). One loop whatever the predicates, so that the lanes of a warp that
+  /// poll a header and those that do not poll together: separate loops made a warp run them one
+  /// after the other, a memory round trip more per call (docs/perf.md, ll_anatomy).
   template <class Ctx>
-  ARK_HD bool load_with_header(const Ctx& ctx, std::size_t i, vec<8>& v, call_desc& theirs) const {
+  ARK_HD bool load_joint(const Ctx& ctx, bool data, std::size_t i, vec<8>& v, bool header,
+                         call_desc& theirs) const {
     const std::uint64_t* pk = packets + 2 * (i + 2);
-    std::uint64_t a, b, c, d, e, f, x, y;
+    std::uint64_t a = 0, b = 0, c = 0, d = 0, e = 0, f = 0, x, y;
     wait_clock clock;
     for (unsigned spins = 0;; ++spins) {
-      P::load_ll(packets, a, b);
-      P::load_ll(packets + 2, c, d);
-      P::load_ll(pk, e, f);
-      if (ready(a, b) && ready(c, d)) {
+      if (header) {
+        P::load_ll(packets, a, b);
+        P::load_ll(packets + 2, c, d);
+      }
+      if (data) P::load_ll(pk, e, f);
+      const bool got = !data || ready(e, f);
+      if (header && ready(a, b) && ready(c, d)) {
         theirs.count = detail::ll_data(a, b);
         theirs.meta = detail::ll_data(c, d);
-        if (ready(e, f) || ctx.desc.first_difference(theirs, x, y) != desc_field::none) break;
+        if (ctx.desc.first_difference(theirs, x, y) != desc_field::none) break;
+        header = false; // ours: not loaded again
       }
+      if (!header && got) break;
       P::pause(spins);
-      if ((spins & 63u) == 63u && !ctx.keep_waiting(clock, wait_kind::data, peer, flag, e >> 32))
+      if ((spins & 63u) == 63u &&
+          !ctx.keep_waiting(clock, wait_kind::data, peer, flag, (data && !got ? e : a) >> 32))
         return false;
     }
-    v.w[0] = detail::ll_data(e, f);
+    if (data) v.w[0] = detail::ll_data(e, f);
     return true;
   }
 

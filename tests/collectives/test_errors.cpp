@@ -273,7 +273,7 @@ TEST_CASE("errors: a rank that never arrives is a timeout error within the bound
   }
 }
 
-// With 16 threads per worker, the threads other than the first read the abort flag only every
+// With 16 threads per worker, the threads other than the first two read the abort flag only every
 // 10 ms (context::keep_waiting): the abort still ends every wait within the bound.
 TEST_CASE("errors: abort from another thread ends a wait at once; later calls fail; teardown is clean") {
   for (unsigned threads : {1u, 16u}) {

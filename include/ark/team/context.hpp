@@ -81,14 +81,14 @@ public:
   const unsigned workers;
   const call_desc desc;
   const std::uint64_t round; ///< first pipeline step of this call on every channel of this worker
-  /// The worker's previous call was one step, the first of its call on every rank, in which this
-  /// worker received every peer's packets (worker_state::round's exchanged bit): every peer had
-  /// finished reading all earlier steps before it sent them, so every slot but that step's is
-  /// free in every peer (credits implied, see all_reduce_one_shot_ll).
+  /// The worker's last call that used a step used one, the first of its call on every rank, in
+  /// which this worker received every peer's packets (worker_state::round's exchanged bit):
+  /// every peer had finished reading all earlier steps before it sent them, so every slot but
+  /// that step's is free in every peer (credits implied, see all_reduce_one_shot_ll).
   const bool exchanged;
 
-  /// The scope's first thread reads the abort flag once per this much waiting, the other threads
-  /// once per 100 times as much (see keep_waiting).
+  /// The scope's first two threads read the abort flag once per this much waiting, the other
+  /// threads once per 100 times as much (see keep_waiting).
   static constexpr std::uint64_t abort_poll_ns = 100000;
 
   ARK_HD context(G& grp, const team_view& t, unsigned w, unsigned nw, call_desc d)
@@ -152,9 +152,11 @@ public:
   /// polling thread (up to 64 Ki per rank) read it every 64 spins, their reads queued for hundreds
   /// of microseconds. That delayed the rank's next call, so its peer's waits outlasted
   /// abort_poll_ns too and read it in turn: a state that kept both GPUs at ~600 µs per call
-  /// (docs/perf.md, run k). So the scope's first thread reads it once per abort_poll_ns of
-  /// waiting and the others once per 100: an abort ends the wait of the thread that sees it, and
-  /// failed_here() the others' (within 10 ms when the first thread is not waiting).
+  /// (docs/perf.md, run k). So the scope's first two threads read it once per abort_poll_ns of
+  /// waiting (two: where thread p waits for peer p, rank 0's thread 0 has no peer) and the others
+  /// once per 100: an abort ends the wait of the thread that sees it, and failed_here() the
+  /// others' (within 10 ms when neither of the two is waiting). A wait that outlasts 10 ms still
+  /// has every thread read the flag once per 10 ms: a burst, bounded.
   /// Also false, with nothing recorded, once another thread of this rank recorded a failure: a
   /// wait whose peer went wrong elsewhere (say, a packet of a mismatched call that will never
   /// come) ends with that failure, not at the timeout.
@@ -162,7 +164,7 @@ public:
                            std::uint64_t seen) const {
     if (failed_here()) return false;
     const std::uint64_t now = P::now_ns();
-    const std::uint64_t period = g.thread_rank() == 0 ? abort_poll_ns : 100 * abort_poll_ns;
+    const std::uint64_t period = g.thread_rank() < 2 ? abort_poll_ns : 100 * abort_poll_ns;
     if (clock.start == 0) {
       clock.start = now;
       clock.next_abort = now + period;

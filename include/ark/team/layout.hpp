@@ -54,7 +54,9 @@ struct slot_header {
 /// Per-worker counters that only the owning rank touches.
 struct worker_state {
   /// First pipeline step of the next call on every channel; the top bit is set by a call that
-  /// leaves every credit implied (context::exchanged) and cleared by every other.
+  /// leaves every credit implied (context::exchanged) and cleared by every other call that uses
+  /// a step (context::finish). A call of no step (an empty share, the same on every rank)
+  /// leaves the word as it is: the last step is still the one the bit speaks of.
   std::uint64_t round;
   static constexpr std::uint64_t exchanged_bit = std::uint64_t(1) << 63;
   std::uint64_t bar_epoch; ///< barriers passed

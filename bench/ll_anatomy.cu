@@ -97,9 +97,7 @@ __global__ void anatomy(const ark::device_comm<gpu> comm, const float* in, float
         __builtin_memcpy(&o, c, 8);
         ark::dma::store_prefix<P, 8>(dst + 8 * t, o, bytes - 8 * t);
       }
-      if constexpr (V >= implied)
-        if (static_cast<int>(t) == peer)
-          P::store_after_reads(ctx.lay().ack(ctx.remote(peer), w, rank), s + 1);
+      if constexpr (V >= implied) ark::dma::raise_acks(ctx, ark::dma::peers::all(), s);
     }
   }
 }

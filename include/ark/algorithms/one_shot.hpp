@@ -110,8 +110,7 @@ ARK_HD bool all_reduce_one_shot_ll(const Ctx& ctx, const T* in, T* out, elem_ran
       for (std::size_t e = 0; e < acc[j].n; ++e) acc[j].v[e] = op.finalize(acc[j].v[e], world);
     dma::store_prefix<P, V>(dst + V * (t + j * nt), narrow<T>(acc[j]), bytes - V * (t + j * nt));
   }
-  for (int p = static_cast<int>(t); p < world; p += static_cast<int>(nt))
-    if (p != rank) P::store_after_reads(ctx.lay().ack(ctx.remote(p), ctx.worker, rank), step + 1);
+  dma::raise_acks(ctx, dma::peers::all(), step); // after the barrier that ended every load
   ctx.g.sync(); // like every call, return with the outputs visible to the whole scope
   return true;
 }

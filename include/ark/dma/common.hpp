@@ -100,18 +100,25 @@ ARK_HD bool wait_credit(const Ctx& ctx, int p, std::uint64_t step, unsigned dept
                       wait_kind::credit, p, true);
 }
 
-/// Scope-collective: once every thread is done with the addressed peers' payload for `step`,
-/// raises their ack flags so they may reuse the slot (store_after_reads: ordered after the
-/// scope's loads, not its stores, which on a GPU would cost a wait for every earlier store
-/// into peer memory).
+/// Raises the addressed peers' ack flags for `step` so they may reuse the slot; the caller has
+/// passed a barrier after every thread's last load of their payload (store_after_reads: ordered
+/// after the scope's loads, not its stores, which on a GPU would cost a wait for every earlier
+/// store into peer memory).
 template <class Ctx>
-ARK_HD void acknowledge(const Ctx& ctx, peers ps, std::uint64_t step) {
+ARK_HD void raise_acks(const Ctx& ctx, peers ps, std::uint64_t step) {
   using P = typename Ctx::platform;
-  ctx.g.sync();
   for_each_peer(ctx, ps, [&](int p) {
     P::store_after_reads(ctx.lay().ack(ctx.remote(p), ctx.worker, ctx.rank()), step + 1);
     return true;
   });
+}
+
+/// Scope-collective: once every thread is done with the addressed peers' payload for `step`,
+/// raises their ack flags (raise_acks after a barrier).
+template <class Ctx>
+ARK_HD void acknowledge(const Ctx& ctx, peers ps, std::uint64_t step) {
+  ctx.g.sync();
+  raise_acks(ctx, ps, step);
 }
 
 } // namespace ark::dma

@@ -5,14 +5,19 @@
 //   eager   one call (one kernel launch) per all-reduce, N calls back to back on a stream;
 //   graph   N calls captured in a CUDA graph, the graph launched once;
 //   device  one persistent kernel running N all-reduces through the device-side API (ark only).
+// Variants: ark_auto (the default choice), one_shot, two_shot, ring (each forced), ce (the
+// copy-engine all-reduce, dma::copy_engine, into the registered out buffer; eager only: its flags
+// carry a per-call epoch, so it is not captured; from --ce-min up) and nccl.
 // Prints nccl-tests columns (size, time, algbw, busbw, check) plus ark's time over NCCL's in the
 // same mode (device mode is compared with NCCL's graph mode, its fair floor), and writes a CSV.
 // Each time is the median of three timed runs of N calls.
 //
 //   build/bench/ark_bench [--min BYTES] [--max BYTES] [--csv FILE] [--quick] [--no-early]
-//                         [--slot BYTES] [--workers N]
+//                         [--slot BYTES] [--workers N] [--ce-min BYTES] [--ce-chunk BYTES]
+//                         [--only VARIANT,...]
 // (--no-early: the communicators launch plainly, not early: communicator::config::early_launch;
-// --slot, --workers: team_config::slot_bytes and ::workers instead of the defaults)
+// --slot, --workers: team_config::slot_bytes and ::workers instead of the defaults; --ce-chunk:
+// communicator::config::ce_chunk_bytes; --only: these variants, NCCL always included)
 #include "ark/ark.hpp"
 
 #include <algorithm>
@@ -42,20 +47,26 @@ using comm_t = ark::communicator<gpu>;
 enum class mode { eager, graph, device };
 const char* mode_name(mode m) { return m == mode::eager ? "eager" : m == mode::graph ? "graph" : "device"; }
 
-enum class variant { ark_auto, one_shot, two_shot, ring, nccl };
-const char* variant_name(variant v) {
-  constexpr const char* names[] = {"ark_auto", "one_shot", "two_shot", "ring", "nccl"};
-  return names[static_cast<int>(v)];
-}
+enum class variant { ark_auto, one_shot, two_shot, ring, ce, nccl };
+constexpr const char* variant_names[] = {"ark_auto", "one_shot", "two_shot", "ring", "ce", "nccl"};
+const char* variant_name(variant v) { return variant_names[static_cast<int>(v)]; }
 
 struct options {
   std::size_t min_bytes = 8;
   std::size_t max_bytes = std::size_t(1) << 30;
   std::string csv = "ark_bench.csv";
   bool quick = false;
-  bool early_launch = true;   // communicator::config::early_launch (--no-early: plain launches)
-  std::size_t slot_bytes = 0; // team_config::slot_bytes (--slot; 0: the default)
-  unsigned workers = 0;       // team_config::workers (--workers; 0: the default)
+  bool early_launch = true;     // communicator::config::early_launch (--no-early: plain launches)
+  std::size_t slot_bytes = 0;   // team_config::slot_bytes (--slot; 0: the default)
+  unsigned workers = 0;         // team_config::workers (--workers; 0: the default)
+  std::size_t ce_min = 1 << 20; // the copy-engine variant from this size up (--ce-min)
+  std::size_t ce_chunk = 0;     // communicator::config::ce_chunk_bytes (--ce-chunk; 0: the default)
+  std::string only;             // comma-separated variants to run (--only; empty: all)
+  bool runs(variant v) const {
+    if (only.empty() || v == variant::nccl) return true;
+    const std::string list = "," + only + ",", name = std::string(",") + variant_name(v) + ",";
+    return list.find(name) != std::string::npos;
+  }
 };
 
 struct result {
@@ -101,11 +112,13 @@ public:
     cfg.early_launch = s.opt.early_launch;
     if (s.opt.slot_bytes) cfg.team.slot_bytes = s.opt.slot_bytes;
     if (s.opt.workers) cfg.team.workers = s.opt.workers;
+    if (s.opt.ce_chunk) cfg.ce_chunk_bytes = s.opt.ce_chunk;
     comm_ = std::make_unique<comm_t>(ark::in_process_bootstrap(s.group, rank), cfg);
     stream_ = comm_->stream();
     const std::size_t n = s.opt.max_bytes / sizeof(float) + 16;
     in_ = gpu::allocate(n * sizeof(float), rank);
     out_ = gpu::allocate(n * sizeof(float), rank);
+    comm_->register_buffer(out_.ptr, n * sizeof(float)); // the copy-engine variant writes into it
     std::vector<float> host(std::min<std::size_t>(n, 1 << 24));
     for (std::size_t done = 0; done < n; done += host.size()) {
       const std::size_t k = std::min(host.size(), n - done);
@@ -124,13 +137,15 @@ public:
 
   void run() {
     for (std::size_t bytes = s_.opt.min_bytes; bytes <= s_.opt.max_bytes; bytes *= 2)
-      for (variant v :
-           {variant::nccl, variant::ark_auto, variant::one_shot, variant::two_shot, variant::ring})
+      for (variant v : {variant::nccl, variant::ark_auto, variant::one_shot, variant::two_shot, variant::ring,
+                        variant::ce})
         for (mode m : {mode::eager, mode::graph, mode::device}) {
 #if !defined(ARK_BENCH_NCCL)
           if (v == variant::nccl) continue;
 #endif
+          if (!s_.opt.runs(v)) continue;
           if (v == variant::nccl && m == mode::device) continue;
+          if (v == variant::ce && (m != mode::eager || bytes < s_.opt.ce_min)) continue;
           measure(bytes, v, m);
         }
   }
@@ -154,6 +169,9 @@ private:
       break;
     case variant::ring:
       comm_->all_reduce<ark::algo::ring>(in(), out(), n);
+      break;
+    case variant::ce:
+      comm_->all_reduce<ark::algo::automatic, ark::dma::copy_engine>(in(), out(), n);
       break;
     case variant::nccl:
 #if defined(ARK_BENCH_NCCL)
@@ -321,10 +339,16 @@ int main(int argc, char** argv) {
       opt.slot_bytes = parse_bytes(argv[++i]), command += std::string(" ") + argv[i];
     else if (a == "--workers" && i + 1 < argc)
       opt.workers = static_cast<unsigned>(std::atoi(argv[++i])), command += std::string(" ") + argv[i];
+    else if (a == "--ce-min" && i + 1 < argc)
+      opt.ce_min = parse_bytes(argv[++i]), command += std::string(" ") + argv[i];
+    else if (a == "--ce-chunk" && i + 1 < argc)
+      opt.ce_chunk = parse_bytes(argv[++i]), command += std::string(" ") + argv[i];
+    else if (a == "--only" && i + 1 < argc)
+      opt.only = argv[++i], command += std::string(" ") + argv[i];
     else {
       std::fprintf(stderr,
                    "usage: %s [--min BYTES] [--max BYTES] [--csv FILE] [--quick] [--no-early] [--slot BYTES] "
-                   "[--workers N]\n",
+                   "[--workers N] [--ce-min BYTES] [--ce-chunk BYTES] [--only VARIANT,...]\n",
                    argv[0]);
       return 64;
     }

@@ -171,9 +171,13 @@ bool same(const T& a, const T& b) {
   return std::memcmp(&a, &b, sizeof(T)) == 0;
 }
 
+/// chunk: communicator::config::ce_chunk_bytes (0: the default, then half the scratch part bounds
+/// a round)
 template <class T, class Op>
-void ce_all_reduce_case(int world) {
-  basic_world<host> w(world);
+void ce_all_reduce_case(int world, std::size_t chunk = 0) {
+  auto cfg = small_config<host>();
+  if (chunk) cfg.ce_chunk_bytes = chunk;
+  basic_world<host> w(world, cfg);
   std::vector<std::size_t> bad(world, 0);
   // the small team's scratch holds 3 x 9 x 1 KB per sender: the largest sizes take several rounds
   const std::vector<std::size_t> sizes{0, 1, 7, 1000, 30011};
@@ -220,6 +224,10 @@ TEST_CASE("copy engine all_reduce: every world, op and dtype, in place and not, 
   ce_all_reduce_case<ark::fp16, ark::op::min>(2);
   ce_all_reduce_case<std::uint8_t, ark::op::sum>(3);
   ce_all_reduce_case<std::int64_t, ark::op::sum>(2);
+  // small rounds: 61 and 70 per call at the largest size, odd and even counts, each through one
+  // half of the scratch
+  ce_all_reduce_case<float, ark::op::sum>(2, 1000);
+  ce_all_reduce_case<ark::fp16, ark::op::max>(3, 300);
 }
 
 TEST_CASE("copy engine all_reduce: its plan, and clear errors before anything moves") {

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <thread>
 
 using namespace ark_test;
 using namespace std::chrono_literals;
@@ -81,6 +82,83 @@ TEST_CASE("errors: world size zero or beyond the limit") {
                    ark::in_process_bootstrap b(g, 2);
                  }),
                  "rank 2 is outside [0, 2)"));
+}
+
+TEST_CASE("errors: a configuration that cannot work is refused when the communicator is built") {
+  auto build = [](auto edit) {
+    return [edit] {
+      comm_t::config cfg = small_config();
+      edit(cfg);
+      comm_t c(ark::in_process_bootstrap(std::make_shared<ark::in_process_group>(1), 0), cfg);
+    };
+  };
+  CHECK(contains(message_of<ark::invalid_argument>(build([](comm_t::config& c) { c.ce_chunk_bytes = 0; })),
+                 "ce_chunk_bytes must be positive"));
+  CHECK(contains(message_of<ark::invalid_argument>(build([](comm_t::config& c) { c.tuning.threads = 0; })),
+                 "tuning.threads"));
+  CHECK(contains(message_of<ark::invalid_argument>(
+                     build([](comm_t::config& c) { c.timeout = std::chrono::milliseconds(0); })),
+                 "timeout must be positive"));
+}
+
+namespace {
+/// Inside one launch: a call both ranks make; a call rank 1 makes late (rank 0's times out);
+/// then, on rank 0 only, a third call with other data, which must store nothing.
+template <class B>
+struct call_after_failure {
+  ark::device_comm<host> comm;
+  const std::int32_t *first, *other;
+  std::int32_t *out, *out2;
+  std::size_t n;
+  int rank;
+  bool* ok; // per call, written by thread 0
+  template <class G>
+  void operator()(G& g, unsigned w, unsigned nw) const {
+    const bool a = comm.all_reduce<ark::algo::one_shot, B>(g, w, nw, first, out, n);
+    if (rank == 1) {
+      g.sync();
+      if (g.thread_rank() == 0) std::this_thread::sleep_for(600ms);
+      g.sync();
+    }
+    const bool b = comm.all_reduce<ark::algo::one_shot, B>(g, w, nw, first, out, n);
+    const bool c = rank == 1 || comm.all_reduce<ark::algo::one_shot, B>(g, w, nw, other, out2, n);
+    if (g.thread_rank() == 0) ok[0] = a, ok[1] = b, ok[2] = c;
+  }
+};
+
+template <class B>
+void check_call_after_failure() {
+  test_world w(2, small_config(16));
+  const std::size_t n = 20; // LL: one step, a packet per thread (the latency path, credits implied)
+  std::vector<std::vector<std::int32_t>> outs(2, std::vector<std::int32_t>(n, -7));
+  std::vector<std::int32_t> out2(n, -7);
+  bool ok[2][3] = {};
+  const auto errs = w.try_run([&](comm_t& c, int rank) {
+    std::vector<std::int32_t> first(n), other(n, 1000);
+    for (std::size_t i = 0; i < n; ++i) first[i] = static_cast<std::int32_t>(i + 100 * rank);
+    auto h = c.device_handle();
+    h.team.timeout_ns = rank == 0 ? 200'000'000ull : 20'000'000'000ull; // rank 0 gives up first
+    host::launch(c.stream(), ark::launch_shape{1, 16},
+                 call_after_failure<B>{h, first.data(), other.data(), outs[rank].data(), out2.data(), n, rank,
+                                       ok[rank]});
+    c.synchronize();
+  });
+  CHECK(static_cast<bool>(errs[0])); // rank 0: its second call timed out, recorded
+  CHECK_FALSE(static_cast<bool>(errs[1]));
+  CHECK(ok[0][0]);
+  CHECK_FALSE(ok[0][1]);
+  CHECK_FALSE(ok[0][2]); // refused at once: the failure is recorded
+  CHECK(ok[1][0]);
+  CHECK(ok[1][1]);
+  // rank 1's late call got rank 0's data of that call, not of the call queued behind it
+  for (std::size_t i = 0; i < n; ++i) CHECK(outs[1][i] == static_cast<std::int32_t>(2 * i + 100));
+  for (std::int32_t v : out2) CHECK(v == -7);
+}
+} // namespace
+
+TEST_CASE("errors: a call behind a failed one stores nothing into the peers' slots") {
+  SUBCASE("LL, credits implied") { check_call_after_failure<ark::dma::ll_packet<1>>(); }
+  SUBCASE("thread copies, credits read") { check_call_after_failure<ark::dma::thread_copy<1>>(); }
 }
 
 namespace {

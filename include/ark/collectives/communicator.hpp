@@ -198,6 +198,10 @@ public:
     /// lets the stream's next early-launched kernel (an ark call, or yours if you launch it so)
     /// become resident as soon as it starts: that kernel's blocks then hold SMs while they wait.
     bool early_launch = true;
+    /// dma::copy_engine all-reduce: bytes of each rank's chunk a round moves to each peer (at
+    /// most half of the scratch part each sender has). Rounds pipeline: round k's copies run
+    /// while round k - 1 is reduced and its result copied out (collectives/copy_engine.hpp).
+    std::size_t ce_chunk_bytes = std::size_t(8) << 20;
   };
 
   /// Bytes of symmetric memory a rank needs for `world` ranks and this team configuration.
@@ -213,6 +217,7 @@ public:
     team_.lay = make_layout(world, cfg_.team);
     team_.timeout_ns = static_cast<std::uint64_t>(std::chrono::nanoseconds(cfg_.timeout).count());
     if (cfg_.timeout.count() <= 0) detail::throw_invalid("communicator", "timeout must be positive");
+    if (cfg_.ce_chunk_bytes == 0) detail::throw_invalid("communicator", "ce_chunk_bytes must be positive");
     if (cfg_.tuning.threads == 0 || cfg_.tuning.bytes_per_worker == 0)
       detail::throw_invalid("communicator", "tuning.threads and tuning.bytes_per_worker must be positive");
     if constexpr (requires { P::max_worker_threads; })
@@ -320,6 +325,8 @@ public:
       if (r != team_.rank) P::close_import(team_.base[r]);
     if (quiet && owns_region_) P::release(region_);
     P::destroy_stream(stream_);
+    for (auto s : ce_side_)
+      if (s) P::destroy_stream(s);
     if (quiet) P::release_control(control_);
   }
 
@@ -536,7 +543,7 @@ public:
       p.threads = P::synchronous_launch ? 1 : 32;
       p.copy_engine_only = true;
       p.backend = dma::copy_engine::id;
-      p.scratch_bytes = static_cast<std::size_t>(team_.world) * 3 * layout::flag_stride;
+      p.scratch_bytes = static_cast<std::size_t>(team_.world) * layout::ce_flags * layout::flag_stride;
       return p;
     }
     p.algorithm = std::is_same_v<A, algo::automatic> ? c.algorithm : A::id;
@@ -588,10 +595,12 @@ private:
   /// on GPUs (done at once on the host), and waits as one-warp kernels (ce_wait_work).
   class ce_ops {
   public:
-    ce_ops(communicator& c, const char* call, const call_options<P>& o)
-        : c_(c), call_(call), s_(c.stream_of(o)), comm_(c.with_timeout(o)) {
+    /// On the call's stream, or on `side` (one of ce_side_, ordered by the caller).
+    ce_ops(communicator& c, const char* call, const call_options<P>& o, typename P::stream side = {})
+        : c_(c), call_(call), s_(side ? side : c.stream_of(o)), comm_(c.with_timeout(o)) {
 #if defined(ARK_GPU_COMPILER)
       if constexpr (!P::synchronous_launch) {
+        if (side) return; // the call's stream was checked
         namespace rt = detail::rt;
         if (rt::is_capturing(s_))
           detail::throw_invalid(call,
@@ -696,21 +705,23 @@ private:
     ce_ops ops(*this, call, o);
     const std::uint64_t v = detail::ce_value(++ce_epoch_, d);
     for (int p = 0; p < world(); ++p)
-      if (receives_from(p)) ops.write(l.ce_flag(team_.base[p], me, 0), v);
+      if (receives_from(p)) ops.write(l.ce_flag(team_.base[p], me, layout::ce_ready), v);
     for (int p = 0; p < world(); ++p) {
       if (!sends_to(p)) continue;
-      ops.wait(l.ce_flag(local, p, 0), v, p);
+      ops.wait(l.ce_flag(local, p, layout::ce_ready), v, p);
       ops.copy(w.base[p] + offset * sizeof(T), in, block);
-      ops.write(l.ce_flag(team_.base[p], me, 1), v);
+      ops.write(l.ce_flag(team_.base[p], me, layout::ce_sent), v);
     }
     if (local_copy) ops.copy(w.base[me] + offset * sizeof(T), in, block);
     for (int p = 0; p < world(); ++p)
-      if (receives_from(p)) ops.wait(l.ce_flag(local, p, 1), v, p);
+      if (receives_from(p)) ops.wait(l.ce_flag(local, p, layout::ce_sent), v, p);
     ops.flush_waits();
     after_launch(call);
   }
 
-  /// All-reduce: bytes on the copy engine, the reduction of our chunk by one short kernel.
+  /// All-reduce: bytes on the copy engine, the reductions by short kernels, in pipelined rounds
+  /// on two streams (collectives/copy_engine.hpp): while round k's chunks travel to the peers,
+  /// round k - 1 is reduced and its result copied out.
   template <class T, class Op>
   void ce_all_reduce(const char* call, const T* in, T* out, std::size_t count, const Op& op,
                      const call_options<P>& o) {
@@ -726,51 +737,77 @@ private:
     const call_desc d =
         call_desc::make(collective::all_reduce, algo::two_shot::id, static_cast<std::uint8_t>(dtype_of<T>),
                         op_id<Op>, dma::copy_engine::id, 0, 0, count);
-    ce_ops ops(*this, call, o);
+    ce_ops main(*this, call, o);
+    const launch_shape shape{plan_.ctas, plan_.threads};
     if (W == 1) {
-      if (in != out) ops.copy(out, in, count * sizeof(T));
+      if (in != out) main.copy(out, in, count * sizeof(T));
       if constexpr (finalizing_op<Op, T>)
-        ops.launch(launch_shape{plan_.ctas, plan_.threads},
-                   detail::ce_reduce_work<T, Op>{in, out, {}, 1, 0, count, op});
+        main.launch(shape, detail::ce_reduce_work<T, Op>{in, out, {}, 1, 0, count, op});
       return after_launch(call);
     }
-    const std::size_t round_elems = l.ce_scratch_bytes() / sizeof(T) / align_elems<T> * align_elems<T>;
+    const std::size_t round_elems = std::min<std::size_t>(l.ce_scratch_bytes() / 2, cfg_.ce_chunk_bytes) /
+                                    sizeof(T) / align_elems<T> * align_elems<T>;
+    if (round_elems == 0)
+      detail::throw_invalid(call, "the copy-engine scratch (" + std::to_string(l.ce_scratch_bytes()) +
+                                      " bytes per sender) or ce_chunk_bytes is too small for one round");
     std::size_t longest = 0;
     for (int r = 0; r < W; ++r) longest = std::max(longest, split({0, count}, W, r, align_elems<T>).len);
     const std::size_t rounds = div_up(longest, round_elems);
-    for (std::size_t k = 0; k < rounds; ++k) {
-      auto piece = [&](int r) {
-        const elem_range c = split({0, count}, W, r, align_elems<T>);
-        const std::size_t b = std::min(c.len, k * round_elems);
-        return elem_range{c.begin + b, std::min(round_elems, c.len - b)};
-      };
-      const std::uint64_t v = detail::ce_value(++ce_epoch_, d);
+    // round k: part k of chunk r (rank r reduces chunk r), or nothing once the chunk is done
+    auto part = [&](int r, std::size_t k) {
+      const elem_range c = split({0, count}, W, r, align_elems<T>);
+      const std::size_t b = std::min(c.len, k * round_elems);
+      return elem_range{c.begin + b, std::min(round_elems, c.len - b)};
+    };
+    const std::uint64_t epoch = ce_epoch_;
+    ce_epoch_ += rounds;
+    auto value = [&](std::size_t k) { return detail::ce_value(epoch + 1 + k, d); };
+    for (auto& s : ce_side_)
+      if (!s) s = P::create_stream(cfg_.device, cfg_.stream_priority);
+    for (auto s : ce_side_) P::order_after(s, main.stream());
+    ce_ops push(*this, call, o, ce_side_[0]), fold(*this, call, o, ce_side_[1]);
+    // the flags of round k sit in half k % 2; both halves of our scratch are free (the previous
+    // call's reductions ended before it did)
+    for (std::size_t k = 0; k < 2 && k < rounds; ++k)
       for (int q = 0; q < W; ++q)
-        if (q != me) ops.write(l.ce_flag(team_.base[q], me, 0), v);
+        if (q != me) fold.write(l.ce_flag(team_.base[q], me, layout::ce_ready + k), value(k));
+    for (std::size_t k = 0; k < rounds; ++k) {
+      const unsigned h = static_cast<unsigned>(k % 2);
+      const std::uint64_t v = value(k);
+      // push: our part of each peer's chunk into half h of its scratch once that half is free
       for (int q = 0; q < W; ++q) {
         if (q == me) continue;
-        ops.wait(l.ce_flag(local, q, 0), v, q);
-        const elem_range pq = piece(q);
-        ops.copy(l.ce_scratch(team_.base[q], me), in + pq.begin, pq.len * sizeof(T));
-        ops.write(l.ce_flag(team_.base[q], me, 1), v);
+        push.wait(l.ce_flag(local, q, layout::ce_ready + h), v, q);
+        const elem_range pq = part(q, k);
+        push.copy(l.ce_scratch(team_.base[q], me, h), in + pq.begin, pq.len * sizeof(T));
+        push.write(l.ce_flag(team_.base[q], me, layout::ce_sent + h), v);
       }
+      // fold: every peer's part of our chunk landed; reduce it; free the half for round k + 2;
+      // our result into every peer's recv buffer
       for (int q = 0; q < W; ++q)
-        if (q != me) ops.wait(l.ce_flag(local, q, 1), v, q);
-      const elem_range mine = piece(me);
+        if (q != me) fold.wait(l.ce_flag(local, q, layout::ce_sent + h), v, q);
+      const elem_range mine = part(me, k);
       if (mine.len) {
         detail::ce_reduce_work<T, Op> work{in + mine.begin, out + mine.begin, {}, W, me, mine.len, op};
-        for (int r = 0; r < W; ++r) work.scratch[r] = reinterpret_cast<const T*>(l.ce_scratch(local, r));
-        ops.launch(launch_shape{plan_.ctas, plan_.threads}, work);
-      }
-      for (int q = 0; q < W; ++q) {
-        if (q == me) continue;
-        ops.copy(w.base[q] + mine.begin * sizeof(T), out + mine.begin, mine.len * sizeof(T));
-        ops.write(l.ce_flag(team_.base[q], me, 2), v);
+        for (int r = 0; r < W; ++r) work.scratch[r] = reinterpret_cast<const T*>(l.ce_scratch(local, r, h));
+        fold.launch(shape, work);
       }
       for (int q = 0; q < W; ++q)
-        if (q != me) ops.wait(l.ce_flag(local, q, 2), v, q);
+        if (q != me && k + 2 < rounds)
+          fold.write(l.ce_flag(team_.base[q], me, layout::ce_ready + h), value(k + 2));
+      for (int q = 0; q < W; ++q)
+        if (q != me) fold.copy(w.base[q] + mine.begin * sizeof(T), out + mine.begin, mine.len * sizeof(T));
     }
-    ops.flush_waits();
+    // our results landed in every peer (copies run in order on a stream, the flag after them),
+    // and every peer's in ours
+    const std::uint64_t last = value(rounds - 1);
+    for (int q = 0; q < W; ++q)
+      if (q != me) fold.write(l.ce_flag(team_.base[q], me, layout::ce_done), last);
+    for (int q = 0; q < W; ++q)
+      if (q != me) fold.wait(l.ce_flag(local, q, layout::ce_done), last, q);
+    push.flush_waits();
+    fold.flush_waits();
+    for (auto s : ce_side_) P::order_after(main.stream(), s);
     after_launch(call);
   }
 
@@ -883,7 +920,10 @@ private:
   typename P::stream stream_{};
   std::vector<std::unique_ptr<window_view>> windows_;
   bool aborted_ = false;
-  std::uint64_t ce_epoch_ = 0; ///< copy-engine-only calls made (GPU path)
+  std::uint64_t ce_epoch_ = 0; ///< copy-engine rounds made (GPU path)
+  /// The copy-engine all-reduce's two streams (pushing to the peers, reducing and copying out),
+  /// made at its first call; each call orders them after the call's stream and that after them.
+  typename P::stream ce_side_[2]{};
   using engine_type = typename detail::engine_service<P>::type;
   [[no_unique_address]] engine_type engine_;
   typename P::memory engine_mem_{}; ///< the engine queues, when device graphs serve them

@@ -2,31 +2,40 @@
 //
 // dma::copy_engine (or call_options::max_ctas = 0 for all_gather and broadcast) moves every byte
 // with copies straight into the peers' registered recv buffers, ordered by flags, and runs no
-// kernel except, for an all-reduce, one short reduction kernel on a bounded number of blocks.
-// On GPUs each step below is work on the call's stream: a copy (a copy engine), a 64-bit flag
+// kernel except, for an all-reduce, short reduction kernels on a bounded number of blocks.
+// On GPUs each step below is work on a stream: a copy (a copy engine), a 64-bit flag
 // write (a stream memory operation), or a wait: one block of one warp that spins on the flags,
 // bounded by the timeout (ce_wait_work). Waits are kernels, not stream wait operations, because
 // blocked stream waits cost a GEMM beside them far more (docs/perf.md: +27 % already for a wait
 // that is satisfied at once, +100 % for waits on a peer, against +12 % for copies and writes).
 // On the host platform the same steps run at once (the model our host tests exercise).
 //
-// Flags (layout::ce_flag, written by the peer named): `ready` (the peer entered this round: we
-// may write into its recv buffer and scratch), `sent` (its copy to us landed), `done` (its
-// reduced chunk landed). Values carry a per-communicator epoch and a hash of the call and are
-// waited for by equality, so a peer making a different call never satisfies a wait: it times
-// out (recorded as the rank's error; on GPUs the stream moves on, and copies already enqueued
-// behind the wait still land in the peer's registered buffer). One round:
+// Flags (layout::ce_flag, written by the peer named): `ready` (the peer may write into our
+// scratch, or recv buffer), `sent` (its copy to us landed), `done` (its last result landed).
+// `ready` and `sent` come in two, one per half of the scratch. Values carry a per-communicator
+// epoch (one per round) and a hash of the call and are waited for by equality, so a peer making
+// a different call never satisfies a wait: it times out (recorded as the rank's error; on GPUs
+// the stream moves on, and copies already enqueued behind the wait still land in the peer's
+// registered buffer).
 //
-//   all-gather / broadcast:  ready -> peers;  per receiver q: wait ready(q), copy block, sent -> q;
-//                            wait sent(every sender)
-//   all-reduce (chunk r of the elements belongs to rank r):
-//                            ready -> peers;  per peer q: wait ready(q), copy in[chunk q] into q's
-//                            scratch slot for us, sent -> q;  wait sent(all);  reduce kernel:
-//                            out[chunk me] = fold(in[chunk me], scratch slots);  per peer q: copy
-//                            out[chunk me] into q's out, done -> q;  wait done(all)
-// An all-reduce larger than the scratch (the region's data slots, split per sender) takes
-// several rounds. In place works: a peer overwrites our in[chunk q] only after our copy of it
-// landed (its wait for our `sent`).
+//   all-gather / broadcast, on the call's stream:
+//       ready -> peers;  per receiver q: wait ready(q), copy block, sent -> q;
+//       wait sent(every sender)
+//   all-reduce (chunk r of the elements belongs to rank r), in rounds: round k moves part k of
+//   every chunk through half k % 2 of each sender's scratch part. Two streams of the
+//   communicator, ordered after the call's stream and it after them, run:
+//       push:  per round k, per peer q: wait ready_k(q), copy in[part k of chunk q] into
+//              half k % 2 of q's scratch for us, sent_k -> q
+//       fold:  ready_0, ready_1 -> peers; per round k: wait sent_k(all); reduce kernel:
+//              out[part k of chunk me] = fold(in, the scratch halves); ready_{k+2} -> peers;
+//              per peer q: copy out[part k of chunk me] into q's out;
+//              after the last round: done -> peers; wait done(all)
+//   so that round k + 1's copies to the peers overlap round k's reduction and copies out.
+//   Waiting by equality on a flag that is written again is safe: a peer writes ready_{k+2} only
+//   after it received our sent_k, which we write only after we saw ready_k; sent_{k+2} likewise
+//   (its push waited for our ready_{k+2}); `done` is written once per call. In place works: a
+//   peer overwrites our in[part k of chunk q] only after our copy of it landed (its fold waited
+//   for our sent_k).
 #pragma once
 
 #include "ark/algorithms/pass.hpp"

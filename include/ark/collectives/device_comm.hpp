@@ -105,6 +105,11 @@ struct device_comm {
       const call_desc d = call_desc::make(K, A::id, static_cast<std::uint8_t>(dtype_of<T>), op_id<Op>, B::id,
                                           workers, root, count);
       const context<P, B, G> ctx(g, team, worker, workers, d);
+      // A call behind a failed one (queued on a stream, or the next call of a persistent loop)
+      // stores nothing: the failed call's worker did not advance its round, so this call would
+      // write the failed call's step into slots a late peer may still be reading. One thread
+      // reads the claim word, in flight with the round; one barrier spreads the verdict.
+      if (g.sync_any(g.thread_rank() == 0 && ctx.failed_here())) return false;
       const bool ok = algorithms::run<K, A>(ctx, in, out, count, root, op);
       if constexpr (requires { B::finish(ctx); }) B::finish(ctx);
       return ok;

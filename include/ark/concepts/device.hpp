@@ -27,7 +27,8 @@
 //      zero(p, bytes) clears memory allocate() returned or the user provided; copy(dst, src,
 //      bytes) copies between host memory and the platform's memory, synchronously.
 //   6. A way to run a rank's work on its threads: `stream`, a copyable handle to an ordered queue
-//      of work (create_stream, destroy_stream, synchronize), and launch(stream, launch_shape, f),
+//      of work (create_stream, destroy_stream, synchronize, order_after(s, before): s's later
+//      work waits for before's work so far), and launch(stream, launch_shape, f),
 //      which calls f(g, worker, workers) once per thread, g being the thread's scope (one per
 //      worker), worker in [0, workers). `synchronous_launch` says whether launch returns only
 //      once the work is done (the host) or enqueues it (GPUs).
@@ -119,6 +120,7 @@ concept device = requires {
   { P::create_stream(dev) } -> std::same_as<typename P::stream>;
   { P::destroy_stream(s) } -> std::same_as<void>;
   { P::synchronize(s) } -> std::same_as<void>;
+  { P::order_after(s, s) } -> std::same_as<void>;
   { P::launch(s, shape, work) } -> std::same_as<void>;
   { P::synchronous_launch } -> std::same_as<const bool&>;
 };

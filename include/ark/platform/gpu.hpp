@@ -274,6 +274,16 @@ struct gpu {
   static void synchronize(stream s) {
     detail::rt::check(detail::rt::stream_synchronize(s), "synchronize stream");
   }
+  /// Work enqueued on `s` from now on starts only after the work enqueued on `before` so far (an
+  /// event recorded on `before`, waited for by `s`: no host wait).
+  static void order_after(stream s, stream before) {
+    detail::rt::event_t e{};
+    detail::rt::check(detail::rt::event_create_untimed(&e), "create event");
+    const detail::rt::error_t rec = detail::rt::event_record(e, before);
+    const detail::rt::error_t wait = rec == detail::rt::success ? detail::rt::stream_wait_event(s, e) : rec;
+    (void)detail::rt::event_destroy(e); // released once the wait is done with it
+    detail::rt::check(wait, "order streams");
+  }
 
   /// Loads the kernel that launch(s, shape, work) runs before its first launch. With lazy module
   /// loading (CUDA's default) the first launch of a kernel loads it, and a load waits for the

@@ -154,6 +154,10 @@ inline error_t launch_early(void (*k)(Arg), unsigned grid, unsigned block, strea
 inline error_t graph_exec_destroy(graph_exec_t e) { return cudaGraphExecDestroy(e); }
 inline error_t graph_destroy(graph_t g) { return cudaGraphDestroy(g); }
 inline error_t event_create(event_t* e) { return cudaEventCreate(e); }
+inline error_t event_create_untimed(event_t* e) {
+  return cudaEventCreateWithFlags(e, cudaEventDisableTiming);
+}
+inline error_t stream_wait_event(stream_t s, event_t e) { return cudaStreamWaitEvent(s, e, 0); }
 inline error_t event_destroy(event_t e) { return cudaEventDestroy(e); }
 inline error_t event_record(event_t e, stream_t s) { return cudaEventRecord(e, s); }
 inline error_t event_synchronize(event_t e) { return cudaEventSynchronize(e); }
@@ -271,6 +275,8 @@ inline error_t graph_launch(graph_exec_t e, stream_t s) { return hipGraphLaunch(
 inline error_t graph_exec_destroy(graph_exec_t e) { return hipGraphExecDestroy(e); }
 inline error_t graph_destroy(graph_t g) { return hipGraphDestroy(g); }
 inline error_t event_create(event_t* e) { return hipEventCreate(e); }
+inline error_t event_create_untimed(event_t* e) { return hipEventCreateWithFlags(e, hipEventDisableTiming); }
+inline error_t stream_wait_event(stream_t s, event_t e) { return hipStreamWaitEvent(s, e, 0); }
 inline error_t event_destroy(event_t e) { return hipEventDestroy(e); }
 inline error_t event_record(event_t e, stream_t s) { return hipEventRecord(e, s); }
 inline error_t event_synchronize(event_t e) { return hipEventSynchronize(e); }

@@ -121,14 +121,17 @@ struct layout {
   ARK_HD std::uint32_t* claim(std::byte* base) const {
     return reinterpret_cast<std::uint32_t*>(base + claim_off);
   }
-  /// Flag k (0 ready, 1 sent, 2 done) that rank src writes for the copy-engine collectives.
+  /// The flags rank src writes for the copy-engine collectives (collectives/copy_engine.hpp):
+  /// `ready` and `sent` come in two, one per half of the scratch (a round's parity), `done` once.
+  static constexpr unsigned ce_ready = 0, ce_sent = 2, ce_done = 4, ce_flags = 5;
   ARK_HD std::uint64_t* ce_flag(std::byte* base, int src, unsigned k) const {
-    return reinterpret_cast<std::uint64_t*>(base + ce_off + (unsigned(src) * 3 + k) * flag_stride);
+    return reinterpret_cast<std::uint64_t*>(base + ce_off + (unsigned(src) * ce_flags + k) * flag_stride);
   }
-  /// Scratch of the copy-engine all-reduce: the data slots, split evenly per sender.
-  ARK_HD std::uint64_t ce_scratch_bytes() const { return (ll_off - data_off) / world / 256 * 256; }
-  ARK_HD std::byte* ce_scratch(std::byte* base, int src) const {
-    return base + data_off + unsigned(src) * ce_scratch_bytes();
+  /// Scratch of the copy-engine all-reduce: the data slots, split evenly per sender, each part in
+  /// two halves (rounds alternate between them).
+  ARK_HD std::uint64_t ce_scratch_bytes() const { return (ll_off - data_off) / world / 512 * 512; }
+  ARK_HD std::byte* ce_scratch(std::byte* base, int src, unsigned half = 0) const {
+    return base + data_off + unsigned(src) * ce_scratch_bytes() + half * (ce_scratch_bytes() / 2);
   }
   ARK_HD worker_state* state(std::byte* base, unsigned w) const {
     return reinterpret_cast<worker_state*>(base + state_off + w * flag_stride);
@@ -199,7 +202,7 @@ inline layout make_layout(int world, const team_config& c) {
   l.ack_off = off, off += chans * layout::flag_stride;
   l.bar_off = off, off += chans * layout::flag_stride;
   l.state_off = off, off += std::uint64_t(c.workers) * layout::flag_stride;
-  l.ce_off = off, off += std::uint64_t(world) * 3 * layout::flag_stride;
+  l.ce_off = off, off += std::uint64_t(world) * layout::ce_flags * layout::flag_stride;
   l.claim_off = off, off += layout::flag_stride;
   l.hdr_off = off, off += detail::align_up(chans * l.slots * sizeof(slot_header), 256);
   l.data_off = off, off += chans * l.slots * c.slot_bytes;

@@ -201,7 +201,9 @@ public:
     /// dma::copy_engine all-reduce: bytes of each rank's chunk a round moves to each peer (at
     /// most half of the scratch part each sender has). Rounds pipeline: round k's copies run
     /// while round k - 1 is reduced and its result copied out (collectives/copy_engine.hpp).
-    std::size_t ce_chunk_bytes = std::size_t(8) << 20;
+    /// Each round costs a few stream operations (µs each): 32 MB measured best of 4-32 MB on
+    /// 2 x H200 (docs/perf.md).
+    std::size_t ce_chunk_bytes = std::size_t(32) << 20;
   };
 
   /// Bytes of symmetric memory a rank needs for `world` ranks and this team configuration.
@@ -648,6 +650,10 @@ private:
     void launch(launch_shape shape, const F& f) {
       flush_waits();
       P::launch(s_, shape, f);
+      if constexpr (P::synchronous_launch) { // a wait inside it may have failed: before any later copy
+        const error_record e = c_.control_host()->err;
+        if (e.code) raise(e, c_.rank(), call_);
+      }
     }
     /// Launches the pending waits: one block of one warp spins on the flags, bounded (a timeout
     /// or an abort is recorded; later waits of the call then give up at once). On the host the
@@ -765,12 +771,17 @@ private:
     for (auto& s : ce_side_)
       if (!s) s = P::create_stream(cfg_.device, cfg_.stream_priority);
     for (auto s : ce_side_) P::order_after(s, main.stream());
-    ce_ops push(*this, call, o, ce_side_[0]), fold(*this, call, o, ce_side_[1]);
+    ce_ops push(*this, call, o, ce_side_[0]), fold(*this, call, o, ce_side_[1]),
+        gather(*this, call, o, ce_side_[2]);
     // the flags of round k sit in half k % 2; both halves of our scratch are free (the previous
     // call's reductions ended before it did)
     for (std::size_t k = 0; k < 2 && k < rounds; ++k)
       for (int q = 0; q < W; ++q)
         if (q != me) fold.write(l.ce_flag(team_.base[q], me, layout::ce_ready + k), value(k));
+    detail::ce_wait_reduce_work<P, T, Op> round{};
+    round.wait.team = with_timeout(o).team;
+    for (int q = 0; q < W; ++q)
+      if (q != me) round.wait.peers[round.wait.n++] = q;
     for (std::size_t k = 0; k < rounds; ++k) {
       const unsigned h = static_cast<unsigned>(k % 2);
       const std::uint64_t v = value(k);
@@ -782,31 +793,33 @@ private:
         push.copy(l.ce_scratch(team_.base[q], me, h), in + pq.begin, pq.len * sizeof(T));
         push.write(l.ce_flag(team_.base[q], me, layout::ce_sent + h), v);
       }
-      // fold: every peer's part of our chunk landed; reduce it; free the half for round k + 2;
-      // our result into every peer's recv buffer
-      for (int q = 0; q < W; ++q)
-        if (q != me) fold.wait(l.ce_flag(local, q, layout::ce_sent + h), v, q);
+      // fold: once every peer's part of our chunk landed, reduce it; free the half for round k + 2
       const elem_range mine = part(me, k);
-      if (mine.len) {
-        detail::ce_reduce_work<T, Op> work{in + mine.begin, out + mine.begin, {}, W, me, mine.len, op};
-        for (int r = 0; r < W; ++r) work.scratch[r] = reinterpret_cast<const T*>(l.ce_scratch(local, r, h));
-        fold.launch(shape, work);
-      }
+      round.wait.value = v;
+      for (int i = 0; i < round.wait.n; ++i)
+        round.wait.flags[i] = l.ce_flag(local, round.wait.peers[i], layout::ce_sent + h);
+      round.reduce = {in + mine.begin, out + mine.begin, {}, W, me, mine.len, op};
+      for (int r = 0; r < W; ++r)
+        round.reduce.scratch[r] = reinterpret_cast<const T*>(l.ce_scratch(local, r, h));
+      fold.launch(shape, round);
       for (int q = 0; q < W; ++q)
         if (q != me && k + 2 < rounds)
           fold.write(l.ce_flag(team_.base[q], me, layout::ce_ready + h), value(k + 2));
+      // gather: our result into every peer's recv buffer, once reduced
+      if (!mine.len) continue;
+      P::order_after(gather.stream(), fold.stream());
       for (int q = 0; q < W; ++q)
-        if (q != me) fold.copy(w.base[q] + mine.begin * sizeof(T), out + mine.begin, mine.len * sizeof(T));
+        if (q != me) gather.copy(w.base[q] + mine.begin * sizeof(T), out + mine.begin, mine.len * sizeof(T));
     }
     // our results landed in every peer (copies run in order on a stream, the flag after them),
     // and every peer's in ours
     const std::uint64_t last = value(rounds - 1);
     for (int q = 0; q < W; ++q)
-      if (q != me) fold.write(l.ce_flag(team_.base[q], me, layout::ce_done), last);
+      if (q != me) gather.write(l.ce_flag(team_.base[q], me, layout::ce_done), last);
     for (int q = 0; q < W; ++q)
-      if (q != me) fold.wait(l.ce_flag(local, q, layout::ce_done), last, q);
+      if (q != me) gather.wait(l.ce_flag(local, q, layout::ce_done), last, q);
     push.flush_waits();
-    fold.flush_waits();
+    gather.flush_waits();
     for (auto s : ce_side_) P::order_after(main.stream(), s);
     after_launch(call);
   }
@@ -921,9 +934,9 @@ private:
   std::vector<std::unique_ptr<window_view>> windows_;
   bool aborted_ = false;
   std::uint64_t ce_epoch_ = 0; ///< copy-engine rounds made (GPU path)
-  /// The copy-engine all-reduce's two streams (pushing to the peers, reducing and copying out),
-  /// made at its first call; each call orders them after the call's stream and that after them.
-  typename P::stream ce_side_[2]{};
+  /// The copy-engine all-reduce's streams (push to the peers, reduce, gather to the peers), made
+  /// at its first call; each call orders them after the call's stream and that after them.
+  typename P::stream ce_side_[3]{};
   using engine_type = typename detail::engine_service<P>::type;
   [[no_unique_address]] engine_type engine_;
   typename P::memory engine_mem_{}; ///< the engine queues, when device graphs serve them

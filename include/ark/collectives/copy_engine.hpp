@@ -22,15 +22,17 @@
 //       ready -> peers;  per receiver q: wait ready(q), copy block, sent -> q;
 //       wait sent(every sender)
 //   all-reduce (chunk r of the elements belongs to rank r), in rounds: round k moves part k of
-//   every chunk through half k % 2 of each sender's scratch part. Two streams of the
+//   every chunk through half k % 2 of each sender's scratch part. Three streams of the
 //   communicator, ordered after the call's stream and it after them, run:
-//       push:  per round k, per peer q: wait ready_k(q), copy in[part k of chunk q] into
-//              half k % 2 of q's scratch for us, sent_k -> q
-//       fold:  ready_0, ready_1 -> peers; per round k: wait sent_k(all); reduce kernel:
-//              out[part k of chunk me] = fold(in, the scratch halves); ready_{k+2} -> peers;
-//              per peer q: copy out[part k of chunk me] into q's out;
-//              after the last round: done -> peers; wait done(all)
-//   so that round k + 1's copies to the peers overlap round k's reduction and copies out.
+//       push:    per round k, per peer q: wait ready_k(q), copy in[part k of chunk q] into
+//                half k % 2 of q's scratch for us, sent_k -> q
+//       fold:    ready_0, ready_1 -> peers; per round k: one kernel waits for sent_k(all) and
+//                reduces: out[part k of chunk me] = fold(in, the scratch halves);
+//                ready_{k+2} -> peers
+//       gather:  per round k, after its reduction: per peer q: copy out[part k of chunk me]
+//                into q's out; after the last round: done -> peers; wait done(all)
+//   so that the copies to the peers of round k + 1 (push) and of round k - 1 (gather) and the
+//   reduction of round k run at once.
 //   Waiting by equality on a flag that is written again is safe: a peer writes ready_{k+2} only
 //   after it received our sent_k, which we write only after we saw ready_k; sent_{k+2} likewise
 //   (its push waited for our ready_{k+2}); `done` is written once per call. In place works: a
@@ -114,6 +116,23 @@ struct ce_wait_work {
         if (!ctx.keep_waiting(clock, wait_kind::data, peers[i], value, seen)) break;
       }
     }
+  }
+};
+
+/// A round's reduction behind its wait: each block first waits for the flags (its first threads,
+/// as ce_wait_work), then reduces its elements (ce_reduce_work). One kernel per round where a
+/// wait kernel and a reduction kernel would each pay a launch and a stream dependency. After a
+/// failed wait the reduction is skipped: the failure is recorded and the call raises it.
+template <device P, class T, class Op>
+struct ce_wait_reduce_work {
+  ce_wait_work<P> wait;
+  ce_reduce_work<T, Op> reduce;
+  template <class G>
+  ARK_HD void operator()(G& g, unsigned worker, unsigned workers) const {
+    wait(g, worker, workers);
+    const context<P, dma::thread_copy<1>, G> ctx(g, wait.team, 0, 1, call_desc{});
+    if (g.sync_any(g.thread_rank() == 0 && ctx.failed_here())) return;
+    reduce(g, worker, workers);
   }
 };
 

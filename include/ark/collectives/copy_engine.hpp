@@ -107,13 +107,10 @@ struct ce_wait_work {
         const std::uint64_t seen = P::load_acquire(flags[i]);
         if (seen == value) break;
         P::pause(spins);
-        if ((spins & 63u) != 63u) continue;
-        // a later wait of a call that already failed gives up at once (the error record is host
-        // memory: read, like the abort flag, only once the wait has lasted abort_poll_ns)
-        if (P::now_ns() - clock.start > ctx.abort_poll_ns &&
-            *static_cast<const volatile std::uint32_t*>(&team.ctl->err.code) != 0)
-          break;
-        if (!ctx.keep_waiting(clock, wait_kind::data, peers[i], value, seen)) break;
+        // a later wait of a call that already failed gives up at once: keep_waiting reads the
+        // rank's claim word (device memory; the error record in host memory, read by every
+        // polling block once it waited 100 us, made a PCIe read storm of 128 pollers)
+        if ((spins & 63u) == 63u && !ctx.keep_waiting(clock, wait_kind::data, peers[i], value, seen)) break;
       }
     }
   }

@@ -106,13 +106,16 @@ struct device_comm {
                                           workers, root, count);
       const context<P, B, G> ctx(g, team, worker, workers, d);
       // A call behind a failed one (queued on a stream, or the next call of a persistent loop)
-      // stores nothing: the failed call's worker did not advance its round, so this call would
-      // write the failed call's step into slots a late peer may still be reading. One thread
-      // reads the claim word, in flight with the round; one barrier spreads the verdict.
-      if (g.sync_any(g.thread_rank() == 0 && ctx.failed_here())) return false;
+      // stores nothing: the failed call did not pass its step, so this call would write that
+      // step into slots a late peer may still be reading. The failure is a bit of the round
+      // word the context read anyway: no extra load, no barrier.
+      if (ctx.failed_before) return false;
       const bool ok = algorithms::run<K, A>(ctx, in, out, count, root, op);
       if constexpr (requires { B::finish(ctx); }) B::finish(ctx);
-      return ok;
+      // the verdict of every thread (a thread's last loads may fail alone), marked on failure
+      if (!g.sync_any(!ok)) return true;
+      ctx.mark_failed();
+      return false;
     }
   }
 

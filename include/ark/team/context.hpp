@@ -86,6 +86,10 @@ public:
   /// every peer had finished reading all earlier steps before it sent them, so every slot but
   /// that step's is free in every peer (credits implied, see all_reduce_one_shot_ll).
   const bool exchanged;
+  /// An earlier call of this worker failed (worker_state::failed_bit): its step was not passed,
+  /// so a call now would reuse it while a late peer may still read it. Every thread of the scope
+  /// reads the same word (written before the barrier that ended the last call).
+  const bool failed_before;
 
   /// The scope's first two threads read the abort flag once per this much waiting, the other
   /// threads once per 100 times as much (see keep_waiting).
@@ -219,6 +223,12 @@ public:
   /// steps of channels the call left unused so that senders never wait on them (unless the call
   /// received every step from every peer: then they are acknowledged already), and advances this
   /// worker's round. Scope-collective.
+  /// Marks this worker's calls failed from now on (failed_before). Scope-collective.
+  ARK_HD void mark_failed() const {
+    if (g.thread_rank() == 0) lay().state(local(), worker)->round |= worker_state::failed_bit;
+    g.sync();
+  }
+
   ARK_HD bool finish(std::uint64_t steps, bool received_every_step = false) const {
     const bool ok = B::flush(*this);
     if (steps == 0) return ok;
@@ -234,8 +244,10 @@ public:
 
 private:
   ARK_HD context(G& grp, const team_view& t, unsigned w, unsigned nw, call_desc d, std::uint64_t word)
-      : g(grp), team(t), worker(w), workers(nw), desc(d), round(word & ~worker_state::exchanged_bit),
-        exchanged((word & worker_state::exchanged_bit) != 0) {}
+      : g(grp), team(t), worker(w), workers(nw), desc(d),
+        round(word & ~(worker_state::exchanged_bit | worker_state::failed_bit)),
+        exchanged((word & worker_state::exchanged_bit) != 0),
+        failed_before((word & worker_state::failed_bit) != 0) {}
 };
 
 } // namespace ark

@@ -57,8 +57,10 @@ struct worker_state {
   /// leaves every credit implied (context::exchanged) and cleared by every other call that uses
   /// a step (context::finish). A call of no step (an empty share, the same on every rank)
   /// leaves the word as it is: the last step is still the one the bit speaks of.
+  /// The next-to-top bit: a call of this worker failed (device_comm::run); later calls refuse.
   std::uint64_t round;
   static constexpr std::uint64_t exchanged_bit = std::uint64_t(1) << 63;
+  static constexpr std::uint64_t failed_bit = std::uint64_t(1) << 62;
   std::uint64_t bar_epoch; ///< barriers passed
 };
 

@@ -58,6 +58,7 @@ ARK_HD bool all_reduce_one_shot_ll(const Ctx& ctx, const T* in, T* out, elem_ran
   vec<V> own[H]{};
   for (std::size_t j = 0; j < H; ++j)
     if (t + j * nt < nv) own[j] = dma::load_prefix<P, V>(src + V * (t + j * nt), bytes - V * (t + j * nt));
+  if (ctx.failed_before) return false; // see dma::wait_credit; every thread read the same word
   if (ctx.exchanged)
     dma::for_each_peer(ctx, dma::peers::all(), [&](int p) {
       B::write_header(ctx, p, step);

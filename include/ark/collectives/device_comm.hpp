@@ -105,14 +105,14 @@ struct device_comm {
       const call_desc d = call_desc::make(K, A::id, static_cast<std::uint8_t>(dtype_of<T>), op_id<Op>, B::id,
                                           workers, root, count);
       const context<P, B, G> ctx(g, team, worker, workers, d);
-      // A call behind a failed one (queued on a stream, or the next call of a persistent loop)
-      // stores nothing: the failed call did not pass its step, so this call would write that
-      // step into slots a late peer may still be reading. The failure is a bit of the round
-      // word the context read anyway: no extra load, no barrier.
-      if (ctx.failed_before) return false;
       const bool ok = algorithms::run<K, A>(ctx, in, out, count, root, op);
       if constexpr (requires { B::finish(ctx); }) B::finish(ctx);
-      // the verdict of every thread (a thread's last loads may fail alone), marked on failure
+      // The verdict of every thread (a thread's last loads may fail alone). A failed call marks
+      // its worker, and the worker's later calls refuse before their first store into a peer's
+      // slot (dma::wait_credit, and the LL latency path, which waits for no credit): the failed
+      // call did not pass its step, so they would write that step where a late peer may still
+      // read it. Not here at the start: a branch on the round word there held back the call's
+      // input loads, +0.3 us per graph-launched small call (docs/perf.md, 2026-12-01).
       if (!g.sync_any(!ok)) return true;
       ctx.mark_failed();
       return false;

@@ -96,8 +96,11 @@ ARK_HD void fenced_signal(const Ctx& ctx, std::uint64_t* flag, std::uint64_t val
 /// on the step comes first).
 template <class Ctx>
 ARK_HD bool wait_credit(const Ctx& ctx, int p, std::uint64_t step, unsigned depth) {
+  // and refuses once an earlier call of this worker failed (context::failed_before): that call
+  // did not pass its step, and this one would write it again where a late peer may still read it
   return ctx.wait_geq(ctx.lay().ack(ctx.local(), ctx.worker, p), step > depth ? step - depth : 0,
-                      wait_kind::credit, p, true);
+                      wait_kind::credit, p, true) &&
+         !ctx.failed_before;
 }
 
 /// Raises the addressed peers' ack flags for `step` so they may reuse the slot; the caller has

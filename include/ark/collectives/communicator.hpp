@@ -778,10 +778,6 @@ private:
     for (std::size_t k = 0; k < 2 && k < rounds; ++k)
       for (int q = 0; q < W; ++q)
         if (q != me) fold.write(l.ce_flag(team_.base[q], me, layout::ce_ready + k), value(k));
-    detail::ce_wait_reduce_work<P, T, Op> round{};
-    round.wait.team = with_timeout(o).team;
-    for (int q = 0; q < W; ++q)
-      if (q != me) round.wait.peers[round.wait.n++] = q;
     for (std::size_t k = 0; k < rounds; ++k) {
       const unsigned h = static_cast<unsigned>(k % 2);
       const std::uint64_t v = value(k);
@@ -793,15 +789,16 @@ private:
         push.copy(l.ce_scratch(team_.base[q], me, h), in + pq.begin, pq.len * sizeof(T));
         push.write(l.ce_flag(team_.base[q], me, layout::ce_sent + h), v);
       }
-      // fold: once every peer's part of our chunk landed, reduce it; free the half for round k + 2
+      // fold: once every peer's part of our chunk landed (one warp waits), reduce it; free the
+      // half for round k + 2
+      for (int q = 0; q < W; ++q)
+        if (q != me) fold.wait(l.ce_flag(local, q, layout::ce_sent + h), v, q);
       const elem_range mine = part(me, k);
-      round.wait.value = v;
-      for (int i = 0; i < round.wait.n; ++i)
-        round.wait.flags[i] = l.ce_flag(local, round.wait.peers[i], layout::ce_sent + h);
-      round.reduce = {in + mine.begin, out + mine.begin, {}, W, me, mine.len, op};
-      for (int r = 0; r < W; ++r)
-        round.reduce.scratch[r] = reinterpret_cast<const T*>(l.ce_scratch(local, r, h));
-      fold.launch(shape, round);
+      if (mine.len) {
+        detail::ce_reduce_work<T, Op> work{in + mine.begin, out + mine.begin, {}, W, me, mine.len, op};
+        for (int r = 0; r < W; ++r) work.scratch[r] = reinterpret_cast<const T*>(l.ce_scratch(local, r, h));
+        fold.launch(shape, work);
+      }
       for (int q = 0; q < W; ++q)
         if (q != me && k + 2 < rounds)
           fold.write(l.ce_flag(team_.base[q], me, layout::ce_ready + h), value(k + 2));
@@ -819,6 +816,7 @@ private:
     for (int q = 0; q < W; ++q)
       if (q != me) gather.wait(l.ce_flag(local, q, layout::ce_done), last, q);
     push.flush_waits();
+    fold.flush_waits();
     gather.flush_waits();
     for (auto s : ce_side_) P::order_after(main.stream(), s);
     after_launch(call);

@@ -26,9 +26,8 @@
 //   communicator, ordered after the call's stream and it after them, run:
 //       push:    per round k, per peer q: wait ready_k(q), copy in[part k of chunk q] into
 //                half k % 2 of q's scratch for us, sent_k -> q
-//       fold:    ready_0, ready_1 -> peers; per round k: one kernel waits for sent_k(all) and
-//                reduces: out[part k of chunk me] = fold(in, the scratch halves);
-//                ready_{k+2} -> peers
+//       fold:    ready_0, ready_1 -> peers; per round k: wait sent_k(all); reduce kernel:
+//                out[part k of chunk me] = fold(in, the scratch halves); ready_{k+2} -> peers
 //       gather:  per round k, after its reduction: per peer q: copy out[part k of chunk me]
 //                into q's out; after the last round: done -> peers; wait done(all)
 //   so that the copies to the peers of round k + 1 (push) and of round k - 1 (gather) and the
@@ -113,23 +112,6 @@ struct ce_wait_work {
         if ((spins & 63u) == 63u && !ctx.keep_waiting(clock, wait_kind::data, peers[i], value, seen)) break;
       }
     }
-  }
-};
-
-/// A round's reduction behind its wait: each block first waits for the flags (its first threads,
-/// as ce_wait_work), then reduces its elements (ce_reduce_work). One kernel per round where a
-/// wait kernel and a reduction kernel would each pay a launch and a stream dependency. After a
-/// failed wait the reduction is skipped: the failure is recorded and the call raises it.
-template <device P, class T, class Op>
-struct ce_wait_reduce_work {
-  ce_wait_work<P> wait;
-  ce_reduce_work<T, Op> reduce;
-  template <class G>
-  ARK_HD void operator()(G& g, unsigned worker, unsigned workers) const {
-    wait(g, worker, workers);
-    const context<P, dma::thread_copy<1>, G> ctx(g, wait.team, 0, 1, call_desc{});
-    if (g.sync_any(g.thread_rank() == 0 && ctx.failed_here())) return;
-    reduce(g, worker, workers);
   }
 };
 

@@ -353,6 +353,16 @@ int main(int argc, char** argv) {
       return 64;
     }
   }
+  for (std::size_t b = 0; b < opt.only.size();) { // every name given to --only is a variant
+    const std::size_t e = std::min(opt.only.find(',', b), opt.only.size());
+    const std::string name = opt.only.substr(b, e - b);
+    if (std::find(std::begin(variant_names), std::end(variant_names), name) == std::end(variant_names)) {
+      std::fprintf(stderr, "%s: --only: no variant '%s' (ark_auto, one_shot, two_shot, ring, ce, nccl)\n",
+                   argv[0], name.c_str());
+      return 64;
+    }
+    b = e + 1;
+  }
   const int world = gpu::device_count();
   if (world < 1) {
     std::fprintf(stderr, "ark_bench: no GPU\n");

@@ -101,64 +101,123 @@ TEST_CASE("errors: a configuration that cannot work is refused when the communic
                  "timeout must be positive"));
 }
 
+TEST_CASE("errors: ranks configured differently are refused when the communicator is built") {
+  auto group = std::make_shared<ark::in_process_group>(2);
+  std::string msgs[2];
+  auto build = [&](int rank) {
+    comm_t::config cfg = small_config();
+    cfg.ce_chunk_bytes = std::size_t(rank + 1) << 20; // cuts the copy-engine rounds differently
+    msgs[rank] =
+        message_of<ark::invalid_argument>([&] { comm_t c(ark::in_process_bootstrap(group, rank), cfg); });
+  };
+  std::thread other(build, 1);
+  build(0);
+  other.join();
+  for (const auto& m : msgs) CHECK(contains(m, "configured a different ce_chunk_bytes"));
+}
+
 namespace {
-/// Inside one launch: a call both ranks make; a call rank 1 makes late (rank 0's times out);
-/// then, on rank 0 only, a third call with other data, which must store nothing.
-template <class B>
-struct call_after_failure {
+enum class queued { all_reduce, broadcast };
+
+/// One call of the kind under test: an all-reduce, or a broadcast from rank 1 (rank 0 only
+/// receives: no credit is waited for before it reads).
+template <class B, queued K>
+struct one_call {
   ark::device_comm<host> comm;
-  const std::int32_t *first, *other;
-  std::int32_t *out, *out2;
+  const std::int32_t* in;
+  std::int32_t* out;
   std::size_t n;
+  template <class G>
+  bool operator()(G& g, unsigned w, unsigned nw) const {
+    if constexpr (K == queued::all_reduce)
+      return comm.all_reduce<ark::algo::one_shot, B>(g, w, nw, in, out, n);
+    else
+      return comm.broadcast<B>(g, w, nw, in, out, n, 1);
+  }
+};
+
+/// Inside one launch: rank 1 makes the call 600 ms late, rank 0's times out (200 ms); then rank 0
+/// makes a second call with other data and a long bound, which must refuse and store nothing. An
+/// all-reduce's second call comes at once (its packets would overwrite what rank 1 is still to
+/// read); a broadcast's 800 ms later (rank 1's late data would be there on its first look).
+template <class B, queued K>
+struct call_after_failure {
+  one_call<B, K> late, next; // rank 0: the short bound, then the long one
   int rank;
   bool* ok; // per call, written by thread 0
   template <class G>
   void operator()(G& g, unsigned w, unsigned nw) const {
-    const bool a = comm.all_reduce<ark::algo::one_shot, B>(g, w, nw, first, out, n);
     if (rank == 1) {
       g.sync();
       if (g.thread_rank() == 0) std::this_thread::sleep_for(600ms);
       g.sync();
     }
-    const bool b = comm.all_reduce<ark::algo::one_shot, B>(g, w, nw, first, out, n);
-    const bool c = rank == 1 || comm.all_reduce<ark::algo::one_shot, B>(g, w, nw, other, out2, n);
-    if (g.thread_rank() == 0) ok[0] = a, ok[1] = b, ok[2] = c;
+    const bool b = late(g, w, nw);
+    if (K == queued::broadcast && rank == 0) { // the root's late data is there when the next call looks
+      g.sync();
+      if (g.thread_rank() == 0) std::this_thread::sleep_for(800ms);
+      g.sync();
+    }
+    const bool c = rank == 1 || next(g, w, nw);
+    if (g.thread_rank() == 0) ok[0] = b, ok[1] = c;
   }
 };
 
-template <class B>
+template <class B, queued K>
 void check_call_after_failure() {
   test_world w(2, small_config(16));
   const std::size_t n = 20; // LL: one step, a packet per thread (the latency path, credits implied)
   std::vector<std::vector<std::int32_t>> outs(2, std::vector<std::int32_t>(n, -7));
   std::vector<std::int32_t> out2(n, -7);
-  bool ok[2][3] = {};
+  bool first_ok[2] = {}, ok[2][2] = {};
   const auto errs = w.try_run([&](comm_t& c, int rank) {
-    std::vector<std::int32_t> first(n), other(n, 1000);
+    std::vector<std::int32_t> first(n), other(n, 1000), scratch(n);
     for (std::size_t i = 0; i < n; ++i) first[i] = static_cast<std::int32_t>(i + 100 * rank);
-    auto h = c.device_handle();
-    h.team.timeout_ns = rank == 0 ? 200'000'000ull : 20'000'000'000ull; // rank 0 gives up first
+    // a call both ranks make on time (after it, LL credits are implied), with the long bound
+    auto patient = c.device_handle(), hasty = patient;
+    patient.team.timeout_ns = 20'000'000'000ull;
+    hasty.team.timeout_ns = rank == 0 ? 200'000'000ull : patient.team.timeout_ns; // rank 0 gives up first
+    host::launch(c.stream(), ark::launch_shape{1, 16}, [&](auto& g, unsigned wk, unsigned nw) {
+      const bool r = one_call<B, K>{patient, first.data(), scratch.data(), n}(g, wk, nw);
+      if (g.thread_rank() == 0) first_ok[rank] = r;
+    });
     host::launch(c.stream(), ark::launch_shape{1, 16},
-                 call_after_failure<B>{h, first.data(), other.data(), outs[rank].data(), out2.data(), n, rank,
-                                       ok[rank]});
+                 call_after_failure<B, K>{{hasty, first.data(), outs[rank].data(), n},
+                                          {patient, other.data(), out2.data(), n},
+                                          rank,
+                                          ok[rank]});
     c.synchronize();
   });
-  CHECK(static_cast<bool>(errs[0])); // rank 0: its second call timed out, recorded
+  CHECK(first_ok[0]);
+  CHECK(first_ok[1]);
+  CHECK(static_cast<bool>(errs[0])); // rank 0: the late call timed out, recorded
   CHECK_FALSE(static_cast<bool>(errs[1]));
-  CHECK(ok[0][0]);
+  CHECK_FALSE(ok[0][0]);
   CHECK_FALSE(ok[0][1]);
-  CHECK_FALSE(ok[0][2]); // refused at once: the failure is recorded
   CHECK(ok[1][0]);
-  CHECK(ok[1][1]);
-  // rank 1's late call got rank 0's data of that call, not of the call queued behind it
-  for (std::size_t i = 0; i < n; ++i) CHECK(outs[1][i] == static_cast<std::int32_t>(2 * i + 100));
+  if constexpr (K == queued::all_reduce) {
+    // rank 1's late call got rank 0's data of that call, not of the call queued behind it
+    for (std::size_t i = 0; i < n; ++i) CHECK(outs[1][i] == static_cast<std::int32_t>(2 * i + 100));
+  } else {
+    for (std::size_t i = 0; i < n; ++i) CHECK(outs[1][i] == static_cast<std::int32_t>(i + 100));
+  }
+  // rank 0's next call refused: without the refusal it would take the late call's data (the
+  // broadcast: rank 1's, arriving within its long bound) as its own
   for (std::int32_t v : out2) CHECK(v == -7);
 }
 } // namespace
 
 TEST_CASE("errors: a call behind a failed one stores nothing into the peers' slots") {
-  SUBCASE("LL, credits implied") { check_call_after_failure<ark::dma::ll_packet<1>>(); }
-  SUBCASE("thread copies, credits read") { check_call_after_failure<ark::dma::thread_copy<1>>(); }
+  SUBCASE("LL all-reduce, credits implied") {
+    check_call_after_failure<ark::dma::ll_packet<1>, queued::all_reduce>();
+  }
+  SUBCASE("thread-copy all-reduce, credits read") {
+    check_call_after_failure<ark::dma::thread_copy<1>, queued::all_reduce>();
+  }
+  SUBCASE("broadcast, a receiver only: no credit to wait for") {
+    check_call_after_failure<ark::dma::thread_copy<1>, queued::broadcast>();
+  }
+  SUBCASE("LL broadcast") { check_call_after_failure<ark::dma::ll_packet<1>, queued::broadcast>(); }
 }
 
 namespace {

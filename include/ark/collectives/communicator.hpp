@@ -266,10 +266,11 @@ public:
     // Exchange where every region lives, and check that every rank configured the same layout.
     struct card {
       typename P::ipc_handle handle;
-      std::uint64_t total, workers, max_depth, slot_bytes, ll_slot_bytes;
+      std::uint64_t total, workers, max_depth, slot_bytes, ll_slot_bytes, ce_chunk_bytes;
     };
     const card mine{P::export_handle(region_), team_.lay.total,      team_.lay.workers,
-                    team_.lay.max_depth(),     team_.lay.slot_bytes, team_.lay.ll_slot_bytes};
+                    team_.lay.max_depth(),     team_.lay.slot_bytes, team_.lay.ll_slot_bytes,
+                    cfg_.ce_chunk_bytes};
     std::vector<card> all(world);
     boot_->all_gather(&mine, all.data(), sizeof(card));
     for (int r = 0; r < world; ++r) {
@@ -278,6 +279,9 @@ public:
           c.slot_bytes != mine.slot_bytes || c.ll_slot_bytes != mine.ll_slot_bytes)
         detail::throw_invalid("communicator",
                               "rank " + std::to_string(r) + " configured a different team_config");
+      if (c.ce_chunk_bytes != mine.ce_chunk_bytes) // it cuts the copy-engine all-reduce's rounds
+        detail::throw_invalid("communicator",
+                              "rank " + std::to_string(r) + " configured a different ce_chunk_bytes");
       team_.base[r] =
           r == rank ? region_.ptr : static_cast<std::byte*>(P::import_handle(c.handle, cfg_.device));
     }
@@ -650,7 +654,7 @@ private:
     void launch(launch_shape shape, const F& f) {
       flush_waits();
       P::launch(s_, shape, f);
-      if constexpr (P::synchronous_launch) { // a wait inside it may have failed: before any later copy
+      if constexpr (P::synchronous_launch) { // a failure it recorded raises here, before any later copy
         const error_record e = c_.control_host()->err;
         if (e.code) raise(e, c_.rank(), call_);
       }
@@ -809,7 +813,10 @@ private:
         if (q != me) gather.copy(w.base[q] + mine.begin * sizeof(T), out + mine.begin, mine.len * sizeof(T));
     }
     // our results landed in every peer (copies run in order on a stream, the flag after them),
-    // and every peer's in ours
+    // and every peer's in ours. After our last reduction even when we gathered nothing (an
+    // empty chunk): `done` may be written only once the peers passed their previous call's wait
+    // for it, which our first reduction's wait for their `sent` implies
+    P::order_after(gather.stream(), fold.stream());
     const std::uint64_t last = value(rounds - 1);
     for (int q = 0; q < W; ++q)
       if (q != me) gather.write(l.ce_flag(team_.base[q], me, layout::ce_done), last);

@@ -98,6 +98,7 @@ template <class Ctx>
 ARK_HD bool wait_credit(const Ctx& ctx, int p, std::uint64_t step, unsigned depth) {
   // and refuses once an earlier call of this worker failed (context::failed_before): that call
   // did not pass its step, and this one would write it again where a late peer may still read it
+  // (open_recv refuses too: it would read the late peer's data of the failed call as its own)
   return ctx.wait_geq(ctx.lay().ack(ctx.local(), ctx.worker, p), step > depth ? step - depth : 0,
                       wait_kind::credit, p, true) &&
          !ctx.failed_before;

@@ -179,7 +179,9 @@ struct ll_packet : thread_transfers<Depth> {
   /// Polls the header packets of every addressed peer and checks the call they describe.
   template <class Ctx>
   ARK_HD static bool open_recv(const Ctx& ctx, peers ps, std::uint64_t step) {
-    const bool ok = for_each_peer(ctx, ps, [&](int p) { return check_header(ctx, p, step); });
+    // refused after the wait, as wait_credit does: the step is a failed call's
+    const bool ok =
+        for_each_peer(ctx, ps, [&](int p) { return check_header(ctx, p, step) && !ctx.failed_before; });
     return !ctx.g.sync_any(!ok);
   }
 

@@ -119,7 +119,9 @@ struct simple_channel {
   ARK_HD static bool open_recv(const Ctx& ctx, peers ps, std::uint64_t step) {
     using P = typename Ctx::platform;
     const bool ok = for_each_peer(ctx, ps, [&](int p) {
-      if (!ctx.wait_geq(ctx.lay().head(ctx.local(), ctx.worker, p), step + 1, wait_kind::data, p))
+      // refused after the wait, as wait_credit does: the step is a failed call's
+      if (!ctx.wait_geq(ctx.lay().head(ctx.local(), ctx.worker, p), step + 1, wait_kind::data, p) ||
+          ctx.failed_before)
         return false;
       const slot_header* h = ctx.lay().hdr(ctx.local(), ctx.worker, p, step);
       call_desc d;

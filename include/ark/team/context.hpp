@@ -237,9 +237,12 @@ public:
     if (!received_every_step)
       for (int p = static_cast<int>(g.thread_rank()); p < world(); p += static_cast<int>(g.size()))
         if (p != rank()) P::store_after_reads(lay().ack(remote(p), worker, rank()), next);
-    if (g.thread_rank() == 0) lay().state(local(), worker)->round = next;
+    // a call that went on behind a failed one (every built-in send and receive refuses first)
+    // keeps the mark and fails
+    if (g.thread_rank() == 0)
+      lay().state(local(), worker)->round = failed_before ? next | worker_state::failed_bit : next;
     g.sync();
-    return ok;
+    return ok && !failed_before;
   }
 
 private:

@@ -730,8 +730,8 @@ private:
   }
 
   /// All-reduce: bytes on the copy engine, the reductions by short kernels, in pipelined rounds
-  /// on two streams (collectives/copy_engine.hpp): while round k's chunks travel to the peers,
-  /// round k - 1 is reduced and its result copied out.
+  /// on three streams (collectives/copy_engine.hpp): while round k's chunks travel to the peers,
+  /// round k - 1 is reduced and round k - 2's result copied out.
   template <class T, class Op>
   void ce_all_reduce(const char* call, const T* in, T* out, std::size_t count, const Op& op,
                      const call_options<P>& o) {

@@ -109,10 +109,11 @@ struct device_comm {
       if constexpr (requires { B::finish(ctx); }) B::finish(ctx);
       // The verdict of every thread (a thread's last loads may fail alone). A failed call marks
       // its worker, and the worker's later calls refuse before their first store into a peer's
-      // slot (dma::wait_credit, and the LL latency path, which waits for no credit): the failed
-      // call did not pass its step, so they would write that step where a late peer may still
-      // read it. Not here at the start: a branch on the round word there held back the call's
-      // input loads, +0.3 us per graph-launched small call (docs/perf.md, 2026-12-01).
+      // slot or read from their own (dma::wait_credit, every backend's open_recv, and the LL
+      // latency path, which waits for no credit): the failed call did not pass its step, so they
+      // would use that step while a late peer may still read or write it. Not here at the start:
+      // a branch on the round word there held back the call's input loads, +0.3 us per
+      // graph-launched small call (docs/perf.md, 2026-12-01).
       if (!g.sync_any(!ok)) return true;
       ctx.mark_failed();
       return false;

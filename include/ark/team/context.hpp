@@ -219,16 +219,16 @@ public:
   }
 
   // -- end of a call ----------------------------------------------------------------------------
-  /// Ends a call that used `steps` pipeline steps: waits for the DMA backend, acknowledges the
-  /// steps of channels the call left unused so that senders never wait on them (unless the call
-  /// received every step from every peer: then they are acknowledged already), and advances this
-  /// worker's round. Scope-collective.
   /// Marks this worker's calls failed from now on (failed_before). Scope-collective.
   ARK_HD void mark_failed() const {
     if (g.thread_rank() == 0) lay().state(local(), worker)->round |= worker_state::failed_bit;
     g.sync();
   }
 
+  /// Ends a call that used `steps` pipeline steps: waits for the DMA backend, acknowledges the
+  /// steps of channels the call left unused so that senders never wait on them (unless the call
+  /// received every step from every peer: then they are acknowledged already), and advances this
+  /// worker's round. Scope-collective.
   ARK_HD bool finish(std::uint64_t steps, bool received_every_step = false) const {
     const bool ok = B::flush(*this);
     if (steps == 0) return ok;

@@ -146,18 +146,16 @@ struct call_after_failure {
   int rank;
   bool* ok; // per call, written by thread 0
   template <class G>
+  static void pause(G& g, std::chrono::milliseconds d) { // the whole scope
+    g.sync();
+    if (g.thread_rank() == 0) std::this_thread::sleep_for(d);
+    g.sync();
+  }
+  template <class G>
   void operator()(G& g, unsigned w, unsigned nw) const {
-    if (rank == 1) {
-      g.sync();
-      if (g.thread_rank() == 0) std::this_thread::sleep_for(600ms);
-      g.sync();
-    }
+    if (rank == 1) pause(g, 600ms);
     const bool b = late(g, w, nw);
-    if (K == queued::broadcast && rank == 0) { // the root's late data is there when the next call looks
-      g.sync();
-      if (g.thread_rank() == 0) std::this_thread::sleep_for(800ms);
-      g.sync();
-    }
+    if (K == queued::broadcast && rank == 0) pause(g, 800ms); // the root's late data is there first
     const bool c = rank == 1 || next(g, w, nw);
     if (g.thread_rank() == 0) ok[0] = b, ok[1] = c;
   }

@@ -654,10 +654,6 @@ private:
     void launch(launch_shape shape, const F& f) {
       flush_waits();
       P::launch(s_, shape, f);
-      if constexpr (P::synchronous_launch) { // a failure it recorded raises here, before any later copy
-        const error_record e = c_.control_host()->err;
-        if (e.code) raise(e, c_.rank(), call_);
-      }
     }
     /// Launches the pending waits: one block of one warp spins on the flags, bounded (a timeout
     /// or an abort is recorded; later waits of the call then give up at once). On the host the
@@ -667,10 +663,7 @@ private:
       w_.team = comm_.team;
       P::launch(s_, launch_shape{1, P::synchronous_launch ? 1u : 32u}, w_);
       w_.n = 0;
-      if constexpr (P::synchronous_launch) {
-        const error_record e = c_.control_host()->err;
-        if (e.code) raise(e, c_.rank(), call_);
-      }
+      c_.after_launch(call_);
     }
 
   private:

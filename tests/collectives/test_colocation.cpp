@@ -239,7 +239,14 @@ TEST_CASE("copy engine all_reduce: its plan, and clear errors before anything mo
     const auto p = c.plan<ark::collective::all_reduce, ark::algo::automatic, ce, float>(100, o);
     CHECK(p.backend == ce::id);
     CHECK(p.ctas >= 1);
-    CHECK(p.scratch_bytes > 0);
+    // the scratch a call touches: its flags (what the copy-engine all_gather uses), and per
+    // peer the longest chunk (52 of 100 floats, cut on 4-element boundaries) in one round
+    o.max_ctas = 0;
+    const std::size_t flags =
+        c.plan<ark::collective::all_gather, ark::algo::automatic, ce, float>(100, o).scratch_bytes;
+    o.max_ctas = -1;
+    CHECK(flags > 0);
+    CHECK(p.scratch_bytes == flags + 52 * sizeof(float));
     o.max_ctas = 1;
     CHECK(c.plan<ark::collective::all_reduce, ark::algo::automatic, ce, float>(1 << 20, o).ctas == 1);
     CHECK_THROWS_AS((c.all_reduce<ark::algo::automatic, ce>(in.data(), out.data(), 100)),
@@ -252,6 +259,38 @@ TEST_CASE("copy engine all_reduce: its plan, and clear errors before anything mo
     c.all_reduce<ark::algo::automatic, ce>(in.data(), out.data(), 100);
     CHECK(out[99] == 2.0f);
   });
+}
+
+TEST_CASE("copy engine all_reduce: the scratch its plan reports is the two scratch halves of its rounds") {
+  // 1000-byte rounds: 248 floats (on 4-element boundaries), each peer's part of our scratch
+  // holding two of them once a call takes two rounds or more
+  auto cfg = small_config<host>();
+  cfg.ce_chunk_bytes = 1000;
+  for (int world : {2, 3}) {
+    CAPTURE(world);
+    basic_world<host> w(world, cfg);
+    w.run([&](comm_t& c, int) {
+      using ce = ark::dma::copy_engine;
+      ark::call_options<host> o;
+      o.max_ctas = 0;
+      const std::size_t flags =
+          c.plan<ark::collective::all_gather, ark::algo::automatic, ce, float>(1, o).scratch_bytes;
+      o.max_ctas = -1;
+      auto data = [&](std::size_t count) {
+        return c.plan<ark::collective::all_reduce, ark::algo::automatic, ce, float>(count, o).scratch_bytes -
+               flags;
+      };
+      const std::size_t peers = static_cast<std::size_t>(world - 1);
+      CHECK(data(4 * static_cast<std::size_t>(world)) == peers * 4 * sizeof(float)); // one round of 4
+      CHECK(data(248 * static_cast<std::size_t>(world)) == peers * 992);             // one full round
+      CHECK(data(249 * static_cast<std::size_t>(world)) == peers * 2 * 992);         // two rounds
+      CHECK(data(std::size_t{1} << 24) == peers * 2 * 992);                          // many rounds
+    });
+  }
+}
+
+TEST_CASE("copy engine all_reduce: a peer that comes after the call failed gets an error too") {
+  ce_all_reduce_late_peer<host>(small_config<host>());
 }
 
 TEST_CASE("copy engine: a peer that never joins is a timeout error within the bound, nothing copied") {

@@ -281,6 +281,11 @@ TEST_CASE("gpu copy engine only: a peer that never joins is a timeout error, the
   CHECK(took < 3000ms);
 }
 
+TEST_CASE("gpu copy engine all_reduce: a peer that comes after the call failed gets an error too") {
+  ARK_REQUIRE_GPUS(2);
+  ce_all_reduce_late_peer<gpu>(engine_config());
+}
+
 TEST_CASE("gpu copy engine all_reduce: bytes on the copy engine, a bounded reduction kernel") {
   ARK_REQUIRE_GPUS(1);
   for (int world : gpu_worlds()) {

@@ -6,6 +6,8 @@
 
 #include "harness.hpp"
 
+#include <atomic>
+
 namespace ark_test {
 
 struct case_params {
@@ -236,6 +238,49 @@ void run_matrix(Algos algos, Backends backends, Ops ops,
         });
       });
     });
+  }
+}
+
+/// Rank 0 calls the copy-engine all-reduce alone and times out; rank 1 calls only once rank 0's
+/// call has ended. The flags rank 0 wrote before its waits failed are there; none after them may
+/// be: rank 1 must time out too, not finish. (On GPUs rank 0's streams move on past the waits
+/// that failed, and its copies behind them still land in rank 1's buffers: a call of rank 1 that
+/// finished would hold a mix of data from rank 0's call and garbage.) Many rounds per call.
+template <class P>
+void ce_all_reduce_late_peer(typename ark::communicator<P>::config cfg) {
+  using namespace std::chrono_literals;
+  cfg.ce_chunk_bytes = 4096;
+  basic_world<P> w(2, cfg);
+  std::atomic<bool> ended{false};
+  std::chrono::milliseconds took[2]{};
+  const auto errs = w.try_run([&](ark::communicator<P>& c, int rank) {
+    const std::size_t n = std::size_t{1} << 16;
+    platform_buffer<P> in(n * sizeof(float), rank), out(n * sizeof(float), rank);
+    const std::vector<float> v(n, static_cast<float>(rank + 1));
+    P::copy(in.template as<float>(), v.data(), n * sizeof(float));
+    c.register_buffer(out.mem.ptr, n * sizeof(float));
+    struct signal_end { // rank 0's call ended, however
+      std::atomic<bool>& e;
+      bool mine;
+      ~signal_end() {
+        if (mine) e.store(true);
+      }
+    } at_exit{ended, rank == 0};
+    while (rank == 1 && !ended.load()) std::this_thread::sleep_for(1ms);
+    ark::call_options<P> o;
+    o.timeout = 300ms;
+    time_until_throw(took[rank], [&] {
+      c.template all_reduce<ark::algo::automatic, ark::dma::copy_engine>(
+          in.template as<float>(), out.template as<float>(), n, ark::op::sum{}, o);
+      c.synchronize();
+    });
+  });
+  for (int r = 0; r < 2; ++r) {
+    CAPTURE(r);
+    REQUIRE(errs[r]);
+    CHECK_THROWS_AS(std::rethrow_exception(errs[r]), ark::timeout_error);
+    CHECK(took[r] >= 300ms);
+    CHECK(took[r] < 3000ms);
   }
 }
 

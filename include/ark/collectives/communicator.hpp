@@ -536,7 +536,19 @@ public:
       p.backend = dma::copy_engine::id;
       p.ctas = blocks(div_up(count, static_cast<std::size_t>(world())) * sizeof(T), false);
       p.threads = cfg_.tuning.threads;
-      p.scratch_bytes = world() > 1 ? static_cast<std::size_t>(team_.lay.ce_scratch_bytes()) * world() : 0;
+      if (world() > 1) {
+        const std::size_t round = ce_round_elems<T>();
+        if (round == 0)
+          detail::throw_invalid(call, "the copy-engine scratch (" +
+                                          std::to_string(team_.lay.ce_scratch_bytes()) +
+                                          " bytes per sender) or ce_chunk_bytes is too small for one round");
+        // each peer's part of our scratch: one half per round in flight, two at most, each a
+        // round's part of the longest chunk; and the flags
+        const std::size_t longest = ce_longest_chunk<T>(count), rounds = div_up(longest, round);
+        p.scratch_bytes = static_cast<std::size_t>(world() - 1) * std::min<std::size_t>(rounds, 2) *
+                              std::min(round, longest) * sizeof(T) +
+                          static_cast<std::size_t>(world()) * layout::ce_flags * layout::flag_stride;
+      }
       return p;
     }
     if (o.max_ctas == 0 || ce) {
@@ -597,8 +609,9 @@ private:
   }
 
   // -- the copy-engine collectives (collectives/copy_engine.hpp) ----------------------------------
-  /// The operations of one copy-engine call: copies and flag writes enqueued on the call's stream
-  /// on GPUs (done at once on the host), and waits as one-warp kernels (ce_wait_work).
+  /// The operations of one copy-engine call: copies enqueued on the call's stream on GPUs (done
+  /// at once on the host), flag writes and waits as one-warp kernels (ce_flags_work: a flag is
+  /// written only while the rank has recorded no failure).
   class ce_ops {
   public:
     /// On the call's stream, or on `side` (one of ce_side_, ordered by the caller).
@@ -622,25 +635,25 @@ private:
     ce_ops& operator=(const ce_ops&) = delete;
     typename P::stream stream() const { return s_; }
 
+    /// Writes *flag = v after the steps before it. On GPUs the write joins the kernel of the
+    /// waits that follow it (one launch for both); on the host it runs at once, since the host
+    /// runs every stream's steps in the order they are written, so a write kept back would not
+    /// be seen by the peer this rank is about to wait for.
     void write(std::uint64_t* flag, std::uint64_t v) {
-      flush_waits();
-      if constexpr (P::synchronous_launch) {
-        P::store_release(flag, v);
-      } else {
-#if defined(ARK_GPU_COMPILER)
-        detail::rt::check(detail::rt::stream_write_value(s_, flag, v), "write a flag");
-#endif
-      }
+      if (w_.n || w_.nw == max_world) flush();
+      w_.writes[w_.nw] = flag;
+      w_.written[w_.nw++] = v;
+      if constexpr (P::synchronous_launch) flush();
     }
     /// Waits for *flag == v (peer `peer` writes it); consecutive waits become one wait kernel.
     void wait(std::uint64_t* flag, std::uint64_t v, int peer) {
-      if (w_.n && w_.value != v) flush_waits();
+      if (w_.n && w_.value != v) flush();
       w_.value = v;
       w_.flags[w_.n] = flag;
       w_.peers[w_.n++] = peer;
     }
     void copy(void* dst, const void* src, std::size_t bytes) {
-      flush_waits();
+      flush();
       if (!bytes) return;
       if constexpr (P::synchronous_launch) {
         std::memcpy(dst, src, bytes);
@@ -652,17 +665,23 @@ private:
     }
     template <class F>
     void launch(launch_shape shape, const F& f) {
-      flush_waits();
+      flush();
       P::launch(s_, shape, f);
     }
-    /// Launches the pending waits: one block of one warp spins on the flags, bounded (a timeout
-    /// or an abort is recorded; later waits of the call then give up at once). On the host the
-    /// launch has run when it returns: a failure throws here, before any later copy.
-    void flush_waits() {
-      if (!w_.n) return;
+    /// This stream's later steps start after every step of `before` so far (and of this one).
+    void order_after(ce_ops& before) {
+      flush();
+      before.flush();
+      P::order_after(s_, before.s_);
+    }
+    /// Launches the pending writes and waits: one block of one warp (a timeout or an abort is
+    /// recorded; later waits of the call then give up at once, later writes are dropped). On the
+    /// host the launch has run when it returns: a failure throws here, before any later copy.
+    void flush() {
+      if (!w_.n && !w_.nw) return;
       w_.team = comm_.team;
       P::launch(s_, launch_shape{1, P::synchronous_launch ? 1u : 32u}, w_);
-      w_.n = 0;
+      w_.n = w_.nw = 0;
       c_.after_launch(call_);
     }
 
@@ -671,7 +690,7 @@ private:
     const char* call_;
     typename P::stream s_;
     device_comm<P> comm_;
-    detail::ce_wait_work<P> w_{};
+    detail::ce_flags_work<P> w_{};
   };
 
   /// `out` (out_count elements) as every rank's registered recv buffer; throws if unregistered.
@@ -718,8 +737,24 @@ private:
     if (local_copy) ops.copy(w.base[me] + offset * sizeof(T), in, block);
     for (int p = 0; p < world(); ++p)
       if (receives_from(p)) ops.wait(l.ce_flag(local, p, layout::ce_sent), v, p);
-    ops.flush_waits();
+    ops.flush();
     after_launch(call);
+  }
+
+  /// Elements of T one round of the copy-engine all-reduce moves per sender: half the sender's
+  /// scratch part, at most config::ce_chunk_bytes, on vector boundaries (0: too small for one).
+  template <class T>
+  std::size_t ce_round_elems() const {
+    return std::min<std::size_t>(team_.lay.ce_scratch_bytes() / 2, cfg_.ce_chunk_bytes) / sizeof(T) /
+           align_elems<T> * align_elems<T>;
+  }
+  /// The longest rank's chunk of `count` elements (the all-reduce's rounds follow it).
+  template <class T>
+  std::size_t ce_longest_chunk(std::size_t count) const {
+    std::size_t longest = 0;
+    for (int r = 0; r < world(); ++r)
+      longest = std::max(longest, split({0, count}, world(), r, align_elems<T>).len);
+    return longest;
   }
 
   /// All-reduce: bytes on the copy engine, the reductions by short kernels, in pipelined rounds
@@ -748,14 +783,8 @@ private:
         main.launch(shape, detail::ce_reduce_work<T, Op>{in, out, {}, 1, 0, count, op});
       return after_launch(call);
     }
-    const std::size_t round_elems = std::min<std::size_t>(l.ce_scratch_bytes() / 2, cfg_.ce_chunk_bytes) /
-                                    sizeof(T) / align_elems<T> * align_elems<T>;
-    if (round_elems == 0)
-      detail::throw_invalid(call, "the copy-engine scratch (" + std::to_string(l.ce_scratch_bytes()) +
-                                      " bytes per sender) or ce_chunk_bytes is too small for one round");
-    std::size_t longest = 0;
-    for (int r = 0; r < W; ++r) longest = std::max(longest, split({0, count}, W, r, align_elems<T>).len);
-    const std::size_t rounds = div_up(longest, round_elems);
+    const std::size_t round_elems = ce_round_elems<T>(); // > 0: plan checked it
+    const std::size_t rounds = div_up(ce_longest_chunk<T>(count), round_elems);
     // round k: part k of chunk r (rank r reduces chunk r), or nothing once the chunk is done
     auto part = [&](int r, std::size_t k) {
       const elem_range c = split({0, count}, W, r, align_elems<T>);
@@ -795,13 +824,13 @@ private:
         detail::ce_reduce_work<T, Op> work{in + mine.begin, out + mine.begin, {}, W, me, mine.len, op};
         for (int r = 0; r < W; ++r) work.scratch[r] = reinterpret_cast<const T*>(l.ce_scratch(local, r, h));
         fold.launch(shape, work);
+        gather.order_after(fold); // before the writes below: they join the next round's waits
       }
       for (int q = 0; q < W; ++q)
         if (q != me && k + 2 < rounds)
           fold.write(l.ce_flag(team_.base[q], me, layout::ce_ready + h), value(k + 2));
       // gather: our result into every peer's recv buffer, once reduced
       if (!mine.len) continue;
-      P::order_after(gather.stream(), fold.stream());
       for (int q = 0; q < W; ++q)
         if (q != me) gather.copy(w.base[q] + mine.begin * sizeof(T), out + mine.begin, mine.len * sizeof(T));
     }
@@ -809,15 +838,15 @@ private:
     // and every peer's in ours. After our last reduction even when we gathered nothing (an
     // empty chunk): `done` may be written only once the peers passed their previous call's wait
     // for it, which our first reduction's wait for their `sent` implies
-    P::order_after(gather.stream(), fold.stream());
+    gather.order_after(fold);
     const std::uint64_t last = value(rounds - 1);
     for (int q = 0; q < W; ++q)
       if (q != me) gather.write(l.ce_flag(team_.base[q], me, layout::ce_done), last);
     for (int q = 0; q < W; ++q)
       if (q != me) gather.wait(l.ce_flag(local, q, layout::ce_done), last, q);
-    push.flush_waits();
-    fold.flush_waits();
-    gather.flush_waits();
+    push.flush();
+    fold.flush();
+    gather.flush();
     for (auto s : ce_side_) P::order_after(main.stream(), s);
     after_launch(call);
   }

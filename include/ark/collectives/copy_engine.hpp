@@ -3,20 +3,24 @@
 // dma::copy_engine (or call_options::max_ctas = 0 for all_gather and broadcast) moves every byte
 // with copies straight into the peers' registered recv buffers, ordered by flags, and runs no
 // kernel except, for an all-reduce, short reduction kernels on a bounded number of blocks.
-// On GPUs each step below is work on a stream: a copy (a copy engine), a 64-bit flag
-// write (a stream memory operation), or a wait: one block of one warp that spins on the flags,
-// bounded by the timeout (ce_wait_work). Waits are kernels, not stream wait operations, because
-// blocked stream waits cost a GEMM beside them far more (docs/perf.md: +27 % already for a wait
-// that is satisfied at once, +100 % for waits on a peer, against +12 % for copies and writes).
+// On GPUs each step below is work on a stream: a copy (a copy engine), or flag writes and the
+// waits after them: one block of one warp that writes, then spins on the flags, bounded by the
+// timeout (ce_flags_work). Waits are kernels, not stream wait operations, because blocked
+// stream waits cost a GEMM beside them far more (docs/perf.md: +27 % already for a wait that is
+// satisfied at once, +100 % for waits on a peer, against +12 % for copies and writes). Writes
+// ride in the kernel of the waits that follow them, and are dropped once the rank recorded a
+// failure: a stream memory operation could not be, and a flag written behind a wait that failed
+// let a late peer finish with mixed data and no error.
 // On the host platform the same steps run at once (the model our host tests exercise).
 //
 // Flags (layout::ce_flag, written by the peer named): `ready` (the peer may write into our
 // scratch, or recv buffer), `sent` (its copy to us landed), `done` (its last result landed).
 // `ready` and `sent` come in two, one per half of the scratch. Values carry a per-communicator
 // epoch (one per round) and a hash of the call and are waited for by equality, so a peer making
-// a different call never satisfies a wait: it times out (recorded as the rank's error; on GPUs
-// the stream moves on, and copies already enqueued behind the wait still land in the peer's
-// registered buffer).
+// a different call never satisfies a wait: it times out (recorded as the rank's error). On GPUs
+// the stream moves on: copies already enqueued behind the wait still land in the peer's
+// registered buffer, but no later flag of the rank is written, so that peer cannot take them
+// for a finished step: it times out too.
 //
 //   all-gather / broadcast, on the call's stream:
 //       ready -> peers;  per receiver q: wait ready(q), copy block, sent -> q;
@@ -86,11 +90,20 @@ struct ce_reduce_work {
   }
 };
 
-/// Waits for flags[i] == value, i < n, each on one thread of one block: bounded by the team's
-/// timeout, given up at once once the rank recorded an error (a later wait of a failed call).
+/// One step of a copy-engine call's stream, run by one block of one warp: writes flags (a
+/// release store each), then waits for flags[i] == value, i < n, each on one thread, bounded by
+/// the team's timeout and given up at once once the rank recorded an error (a later wait of a
+/// failed call). The writes come first: a step's writes are those enqueued before its waits.
+/// Nothing is written once this rank recorded a failure: a stream moves on past a wait that
+/// failed, and a flag written behind it would tell a late peer that data had landed which never
+/// did, or that a scratch half was free while it was not: that peer would finish with mixed
+/// data and no error. Without the flag it waits for it, and times out too.
 template <device P>
-struct ce_wait_work {
+struct ce_flags_work {
   team_view team;
+  std::uint64_t* writes[max_world];
+  std::uint64_t written[max_world];
+  int nw;
   std::uint64_t* flags[max_world];
   int peers[max_world];
   int n;
@@ -99,6 +112,11 @@ struct ce_wait_work {
   ARK_HD void operator()(G& g, unsigned, unsigned) const {
     // the bound and the abort flag are the context's, as for every other wait
     const context<P, dma::thread_copy<1>, G> ctx(g, team, 0, 1, call_desc{});
+    // a failure recorded by a step before this one on the stream (the kernel boundary orders its
+    // claim word before this load), or on another stream ordered before it
+    if (nw && !ctx.failed_here())
+      for (int i = static_cast<int>(g.thread_rank()); i < nw; i += static_cast<int>(g.size()))
+        P::store_release(writes[i], written[i]);
     for (int i = static_cast<int>(g.thread_rank()); i < n; i += static_cast<int>(g.size())) {
       const std::uint64_t t0 = P::now_ns();
       wait_clock clock{t0, t0 + ctx.abort_poll_ns};

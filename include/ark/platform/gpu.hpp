@@ -65,7 +65,8 @@ inline rt::event_t ordering_event(bool renew = false) {
   thread_local cache c;
   int device = 0;
   rt::check(rt::get_device(&device), "get device");
-  if (c.events.size() <= static_cast<std::size_t>(device)) c.events.resize(static_cast<std::size_t>(device) + 1);
+  if (c.events.size() <= static_cast<std::size_t>(device))
+    c.events.resize(static_cast<std::size_t>(device) + 1);
   rt::event_t& e = c.events[static_cast<std::size_t>(device)];
   if (renew) e = {};
   if (!e) rt::check(rt::event_create_untimed(&e), "create event");

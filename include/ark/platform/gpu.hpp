@@ -16,7 +16,6 @@
 #include <map>
 #include <mutex>
 #include <utility>
-#include <vector>
 #include <unistd.h>
 
 #if defined(ARK_COMPILER_CUDA)
@@ -47,30 +46,6 @@ inline bool first_peer_access(int device, int peer) {
   static std::map<std::pair<int, int>, bool> enabled;
   std::lock_guard<std::mutex> lock(m);
   return !std::exchange(enabled[{device, peer}], true);
-}
-
-/// The calling thread's untimed event on the current device, made at its first use and kept
-/// (gpu::order_after records it and has a stream wait for that record: a later record does not
-/// move a wait already enqueued, so one event serves every ordering; making and destroying one
-/// per ordering cost a few microseconds of host time each, per round of a copy-engine call).
-/// `renew`: the cached event is no longer valid (the device was reset): make a new one.
-inline rt::event_t ordering_event(bool renew = false) {
-  struct cache {
-    std::vector<rt::event_t> events; // by device
-    ~cache() {
-      for (rt::event_t e : events)
-        if (e) (void)rt::event_destroy(e);
-    }
-  };
-  thread_local cache c;
-  int device = 0;
-  rt::check(rt::get_device(&device), "get device");
-  if (c.events.size() <= static_cast<std::size_t>(device))
-    c.events.resize(static_cast<std::size_t>(device) + 1);
-  rt::event_t& e = c.events[static_cast<std::size_t>(device)];
-  if (renew) e = {};
-  if (!e) rt::check(rt::event_create_untimed(&e), "create event");
-  return e;
 }
 
 /// Pointers this process opened through IPC, to close them again.
@@ -302,13 +277,12 @@ struct gpu {
   /// Work enqueued on `s` from now on starts only after the work enqueued on `before` so far (an
   /// event recorded on `before`, waited for by `s`: no host wait).
   static void order_after(stream s, stream before) {
-    detail::rt::event_t e = detail::ordering_event();
-    if (detail::rt::event_record(e, before) != detail::rt::success) { // the device was reset since
-      (void)detail::rt::get_last_error();
-      e = detail::ordering_event(true);
-      detail::rt::check(detail::rt::event_record(e, before), "order streams");
-    }
-    detail::rt::check(detail::rt::stream_wait_event(s, e), "order streams");
+    detail::rt::event_t e{};
+    detail::rt::check(detail::rt::event_create_untimed(&e), "create event");
+    const detail::rt::error_t rec = detail::rt::event_record(e, before);
+    const detail::rt::error_t wait = rec == detail::rt::success ? detail::rt::stream_wait_event(s, e) : rec;
+    (void)detail::rt::event_destroy(e); // released once the wait is done with it
+    detail::rt::check(wait, "order streams");
   }
 
   /// Loads the kernel that launch(s, shape, work) runs before its first launch. With lazy module

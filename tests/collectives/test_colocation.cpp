@@ -262,8 +262,8 @@ TEST_CASE("copy engine all_reduce: its plan, and clear errors before anything mo
 }
 
 TEST_CASE("copy engine all_reduce: the scratch its plan reports is the two scratch halves of its rounds") {
-  // 1000-byte rounds: 248 floats (on 4-element boundaries), each peer's part of our scratch
-  // holding two of them once a call takes two rounds or more
+  // 1000-byte rounds: 248 floats (on 4-element boundaries). Each peer's part of our scratch
+  // holds the even rounds' parts of the longest chunk in one half, the odd rounds' in the other
   auto cfg = small_config<host>();
   cfg.ce_chunk_bytes = 1000;
   for (int world : {2, 3}) {
@@ -281,10 +281,11 @@ TEST_CASE("copy engine all_reduce: the scratch its plan reports is the two scrat
                flags;
       };
       const std::size_t peers = static_cast<std::size_t>(world - 1);
-      CHECK(data(4 * static_cast<std::size_t>(world)) == peers * 4 * sizeof(float)); // one round of 4
-      CHECK(data(248 * static_cast<std::size_t>(world)) == peers * 992);             // one full round
-      CHECK(data(249 * static_cast<std::size_t>(world)) == peers * 2 * 992);         // two rounds
-      CHECK(data(std::size_t{1} << 24) == peers * 2 * 992);                          // many rounds
+      CHECK(data(4 * static_cast<std::size_t>(world)) == peers * 4 * sizeof(float));     // one round of 4
+      CHECK(data(248 * static_cast<std::size_t>(world)) == peers * 992);                 // one full round
+      CHECK(data(300 * static_cast<std::size_t>(world)) == peers * 300 * sizeof(float)); // 248 + 52
+      CHECK(data(600 * static_cast<std::size_t>(world)) == peers * 2 * 992);             // 248, 248, 104
+      CHECK(data(std::size_t{1} << 24) == peers * 2 * 992);                              // many rounds
     });
   }
 }

@@ -246,12 +246,13 @@ void run_matrix(Algos algos, Backends backends, Ops ops,
 /// be: rank 1 must time out too, not finish. (On GPUs rank 0's streams move on past the waits
 /// that failed, and its copies behind them still land in rank 1's buffers: a call of rank 1 that
 /// finished would hold a mix of data from rank 0's call and garbage.) Many rounds per call.
+/// Each rank keeps its buffers until the other's call ended: a failed rank's copies still land.
 template <class P>
 void ce_all_reduce_late_peer(typename ark::communicator<P>::config cfg) {
   using namespace std::chrono_literals;
   cfg.ce_chunk_bytes = 4096;
   basic_world<P> w(2, cfg);
-  std::atomic<bool> ended{false};
+  std::atomic<int> ended{0}; // calls that ended: rank 0's first, then rank 1's
   std::chrono::milliseconds took[2]{};
   const auto errs = w.try_run([&](ark::communicator<P>& c, int rank) {
     const std::size_t n = std::size_t{1} << 16;
@@ -259,14 +260,15 @@ void ce_all_reduce_late_peer(typename ark::communicator<P>::config cfg) {
     const std::vector<float> v(n, static_cast<float>(rank + 1));
     P::copy(in.template as<float>(), v.data(), n * sizeof(float));
     c.register_buffer(out.mem.ptr, n * sizeof(float));
-    struct signal_end { // rank 0's call ended, however
-      std::atomic<bool>& e;
-      bool mine;
-      ~signal_end() {
-        if (mine) e.store(true);
+    struct call_ended { // however it ended; then the buffers stay until both calls did
+      std::atomic<int>& e;
+      ~call_ended() {
+        e.fetch_add(1);
+        while (e.load() < 2) std::this_thread::sleep_for(1ms);
       }
-    } at_exit{ended, rank == 0};
-    while (rank == 1 && !ended.load()) std::this_thread::sleep_for(1ms);
+    };
+    while (rank == 1 && ended.load() == 0) std::this_thread::sleep_for(1ms);
+    const call_ended at_exit{ended};
     ark::call_options<P> o;
     o.timeout = 300ms;
     time_until_throw(took[rank], [&] {

@@ -542,11 +542,12 @@ public:
           detail::throw_invalid(call, "the copy-engine scratch (" +
                                           std::to_string(team_.lay.ce_scratch_bytes()) +
                                           " bytes per sender) or ce_chunk_bytes is too small for one round");
-        // each peer's part of our scratch: one half per round in flight, two at most, each a
-        // round's part of the longest chunk; and the flags
-        const std::size_t longest = ce_longest_chunk<T>(count), rounds = div_up(longest, round);
-        p.scratch_bytes = static_cast<std::size_t>(world() - 1) * std::min<std::size_t>(rounds, 2) *
-                              std::min(round, longest) * sizeof(T) +
+        // each peer's part of our scratch: half 0 holds the even rounds' parts of the longest
+        // chunk, half 1 the odd rounds'; and the flags
+        const std::size_t longest = ce_longest_chunk<T>(count);
+        const std::size_t halves =
+            std::min(round, longest) + (longest > round ? std::min(round, longest - round) : 0);
+        p.scratch_bytes = static_cast<std::size_t>(world() - 1) * halves * sizeof(T) +
                           static_cast<std::size_t>(world()) * layout::ce_flags * layout::flag_stride;
       }
       return p;
@@ -678,6 +679,7 @@ private:
     /// recorded; later waits of the call then give up at once, later writes are dropped). On the
     /// host the launch has run when it returns: a failure throws here, before any later copy.
     void flush() {
+      static_assert(sizeof(w_) <= 4096, "a kernel's parameters: at most 4 KB on HIP and on CUDA before 12.1");
       if (!w_.n && !w_.nw) return;
       w_.team = comm_.team;
       P::launch(s_, launch_shape{1, P::synchronous_launch ? 1u : 32u}, w_);

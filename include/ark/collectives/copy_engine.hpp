@@ -20,7 +20,12 @@
 // a different call never satisfies a wait: it times out (recorded as the rank's error). On GPUs
 // the stream moves on: copies already enqueued behind the wait still land in the peer's
 // registered buffer, but no later flag of the rank is written, so that peer cannot take them
-// for a finished step: it times out too.
+// for a finished step: it times out too. What this does not cover: copies cannot be held back.
+// A call enqueued behind the failed one before the host saw the failure runs its copies too
+// (its waits give up at once), into the peers' scratch and recv buffers; a peer that finishes
+// the failed call all the same (every flag it needed had been written) can find such a copy in
+// its output. Pulling instead of pushing (every copy into the copier's own memory) would close
+// this; not done yet: it changes the protocol, and no 2-GPU machine was there to measure it.
 //
 //   all-gather / broadcast, on the call's stream:
 //       ready -> peers;  per receiver q: wait ready(q), copy block, sent -> q;

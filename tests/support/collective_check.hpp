@@ -7,6 +7,7 @@
 #include "harness.hpp"
 
 #include <atomic>
+#include <stdexcept>
 
 namespace ark_test {
 
@@ -260,15 +261,21 @@ void ce_all_reduce_late_peer(typename ark::communicator<P>::config cfg) {
     const std::vector<float> v(n, static_cast<float>(rank + 1));
     P::copy(in.template as<float>(), v.data(), n * sizeof(float));
     c.register_buffer(out.mem.ptr, n * sizeof(float));
+    // both waits bounded: a rank that throws before its call must not hang the other
+    auto wait_for = [&](int calls) {
+      for (int i = 0; i < 30000 && ended.load() < calls; ++i) std::this_thread::sleep_for(1ms);
+    };
     struct call_ended { // however it ended; then the buffers stay until both calls did
       std::atomic<int>& e;
+      decltype(wait_for)& wait;
       ~call_ended() {
         e.fetch_add(1);
-        while (e.load() < 2) std::this_thread::sleep_for(1ms);
+        wait(2);
       }
     };
-    while (rank == 1 && ended.load() == 0) std::this_thread::sleep_for(1ms);
-    const call_ended at_exit{ended};
+    if (rank == 1) wait_for(1);
+    if (ended.load() != rank) throw std::runtime_error("rank 0's call did not end within 30 s");
+    const call_ended at_exit{ended, wait_for};
     ark::call_options<P> o;
     o.timeout = 300ms;
     time_until_throw(took[rank], [&] {

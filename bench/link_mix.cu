@@ -53,23 +53,34 @@ struct mode {
 
 struct side {
   int device;
-  gpu::memory src, dst; // src here, dst here (written by the peer)
+  gpu::memory src, dst;            // src here, dst here (written by the peer)
+  std::vector<std::uint32_t> sent; // what src holds, kept to check the peer's dst against
   std::vector<gpu::stream> streams;
 };
 
-void fill(const gpu::memory& m, std::uint32_t seed) {
-  std::vector<std::uint32_t> v(m.bytes / 4);
-  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<std::uint32_t>(i * 2654435761u) ^ seed;
-  gpu::copy(m.ptr, v.data(), m.bytes);
+/// Fills s.src with a pattern of `seed`, kept in s.sent.
+void fill(side& s, std::uint32_t seed) {
+  s.sent.resize(s.src.bytes / 4);
+  for (std::size_t i = 0; i < s.sent.size(); ++i)
+    s.sent[i] = static_cast<std::uint32_t>(i * 2654435761u) ^ seed;
+  gpu::copy(s.src.ptr, s.sent.data(), s.src.bytes);
 }
 
-std::size_t mismatches(const gpu::memory& got, const gpu::memory& want) {
-  std::vector<std::uint32_t> a(got.bytes / 4), b(want.bytes / 4);
+/// Words of `got` (a device buffer) that differ from `want`.
+std::size_t mismatches(const gpu::memory& got, const std::vector<std::uint32_t>& want) {
+  std::vector<std::uint32_t> a(want.size());
   gpu::copy(a.data(), got.ptr, got.bytes);
-  gpu::copy(b.data(), want.ptr, want.bytes);
   std::size_t bad = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) bad += a[i] != b[i];
+  for (std::size_t i = 0; i < a.size(); ++i) bad += a[i] != want[i];
   return bad;
+}
+
+/// Waits until both GPUs are idle.
+void synchronize(const side (&sides)[2]) {
+  for (const side& s : sides) {
+    rt::check(rt::set_device(s.device), "set device");
+    rt::check(rt::device_synchronize(), "synchronize");
+  }
 }
 
 /// Enqueues side s's share of mode m: its src into the peer's dst.
@@ -117,7 +128,7 @@ int main(int argc, char** argv) {
     s.device = d;
     s.src = gpu::allocate(bytes, d);
     s.dst = gpu::allocate(bytes, d);
-    fill(s.src, 0x9e3779b9u * static_cast<std::uint32_t>(d + 1));
+    fill(s, 0x9e3779b9u * static_cast<std::uint32_t>(d + 1));
     for (int k = 0; k < 5; ++k) s.streams.push_back(gpu::create_stream(d));
     int ok = 0;
     rt::check(rt::can_access_peer(&ok, d, 1 - d), "query peer access");
@@ -150,24 +161,19 @@ int main(int argc, char** argv) {
   for (const mode& m : modes) {
     std::vector<double> us;
     for (int r = 0; r < runs + 1; ++r) { // the first run warms up
-      for (const side& s : sides) {
-        rt::check(rt::set_device(s.device), "set device");
-        rt::check(rt::device_synchronize(), "synchronize");
-      }
+      synchronize(sides);
       const auto t0 = std::chrono::steady_clock::now();
       enqueue(sides[0], sides[1], m);
       enqueue(sides[1], sides[0], m);
-      for (const side& s : sides) {
-        rt::check(rt::set_device(s.device), "set device");
-        rt::check(rt::device_synchronize(), "synchronize");
-      }
+      synchronize(sides);
       const double t =
           std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
       if (r) us.push_back(t);
     }
     std::sort(us.begin(), us.end());
     const double med = us[us.size() / 2];
-    const std::size_t wrong = mismatches(sides[1].dst, sides[0].src) + mismatches(sides[0].dst, sides[1].src);
+    const std::size_t wrong =
+        mismatches(sides[1].dst, sides[0].sent) + mismatches(sides[0].dst, sides[1].sent);
     std::printf("%-16s %10.1f %12.1f %8zu\n", m.name.c_str(), med, static_cast<double>(bytes) / med / 1e3,
                 wrong);
     for (const side& s : sides) { // a mode that skipped bytes must not pass on the last one's

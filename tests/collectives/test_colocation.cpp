@@ -230,6 +230,16 @@ TEST_CASE("copy engine all_reduce: every world, op and dtype, in place and not, 
   ce_all_reduce_case<ark::fp16, ark::op::max>(3, 300);
 }
 
+namespace {
+/// The copy-engine flags' scratch: all that a copy-engine all_gather uses.
+std::size_t ce_flag_scratch(const comm_t& c) {
+  ark::call_options<host> o;
+  o.max_ctas = 0;
+  return c.plan<ark::collective::all_gather, ark::algo::automatic, ark::dma::copy_engine, float>(1, o)
+      .scratch_bytes;
+}
+} // namespace
+
 TEST_CASE("copy engine all_reduce: its plan, and clear errors before anything moves") {
   basic_world<host> w(2);
   w.run([&](comm_t& c, int) {
@@ -239,12 +249,9 @@ TEST_CASE("copy engine all_reduce: its plan, and clear errors before anything mo
     const auto p = c.plan<ark::collective::all_reduce, ark::algo::automatic, ce, float>(100, o);
     CHECK(p.backend == ce::id);
     CHECK(p.ctas >= 1);
-    // the scratch a call touches: its flags (what the copy-engine all_gather uses), and per
-    // peer the longest chunk (52 of 100 floats, cut on 4-element boundaries) in one round
-    o.max_ctas = 0;
-    const std::size_t flags =
-        c.plan<ark::collective::all_gather, ark::algo::automatic, ce, float>(100, o).scratch_bytes;
-    o.max_ctas = -1;
+    // the scratch a call touches: its flags, and per peer the longest chunk (52 of 100 floats,
+    // cut on 4-element boundaries) in one round
+    const std::size_t flags = ce_flag_scratch(c);
     CHECK(flags > 0);
     CHECK(p.scratch_bytes == flags + 52 * sizeof(float));
     o.max_ctas = 1;
@@ -271,11 +278,8 @@ TEST_CASE("copy engine all_reduce: the scratch its plan reports is the two scrat
     basic_world<host> w(world, cfg);
     w.run([&](comm_t& c, int) {
       using ce = ark::dma::copy_engine;
-      ark::call_options<host> o;
-      o.max_ctas = 0;
-      const std::size_t flags =
-          c.plan<ark::collective::all_gather, ark::algo::automatic, ce, float>(1, o).scratch_bytes;
-      o.max_ctas = -1;
+      const ark::call_options<host> o;
+      const std::size_t flags = ce_flag_scratch(c);
       auto data = [&](std::size_t count) {
         return c.plan<ark::collective::all_reduce, ark::algo::automatic, ce, float>(count, o).scratch_bytes -
                flags;

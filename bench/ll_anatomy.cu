@@ -1,12 +1,16 @@
 // bench/ll_anatomy.cu: where the time of a small LL all-reduce goes, inside a persistent kernel.
 //
-// Two GPUs, one process. Each variant is a persistent kernel running N all-reduces (float sum)
-// of one size over ark's LL slots, and adds one piece of the protocol to the previous one:
+// Two ranks, one process: on two GPUs, or both on one GPU when there is only one (then no link is
+// crossed: what remains is the software path, for comparing variants). Each variant is a persistent kernel
+// running N all-reduces (float sum) of one size over ark's LL slots, and adds one piece of the protocol to
+// the previous one:
 //   packets  each thread stores its packet into the peer's slot and polls its own: nothing else
 //            (the shape of shared/probes/ll_one_shot.cu, over ark's layout and LL code)
 //   barrier  + the block barrier that ends each receive
-//   header   + the call-description header, written and polled with the data (the same loop in
-//            every lane, ll_reader::load_joint), checked
+//   hwrite   + the call-description header written (two packets, by the lane of the peer's rank)
+//   hpoll    + the header polled with the data (the same loop in every lane,
+//            ll_reader::load_joint, which compares it with ours)
+//   header   + the comparison's verdict taken (context::check_peer_call)
 //   implied  + the acknowledgement after the receive (what a call whose credits are implied by
 //            the previous call's packets does: context::exchanged)
 //   credit   + the credit wait before the stores (open_send: a flag load and a barrier)
@@ -30,8 +34,9 @@ using gpu = ark::platform::gpu;
 using comm_t = ark::communicator<gpu>;
 using B = ark::dma::ll_packet<4>;
 
-enum variant { packets, barrier, header, implied, credit, lean, full, variants };
-const char* const variant_names[] = {"packets", "barrier", "header", "implied", "credit", "lean", "full"};
+enum variant { packets, barrier, hwrite, hpoll, header, implied, credit, lean, full, variants };
+const char* const variant_names[] = {"packets", "barrier", "hwrite", "hpoll", "header",
+                                     "implied", "credit",  "lean",   "full"};
 
 #if defined(ARK_GPU_COMPILER)
 template <int V>
@@ -67,18 +72,18 @@ __global__ void anatomy(const ark::device_comm<gpu> comm, const float* in, float
       if (t < nv) v = ark::dma::load_prefix<P, 8>(src + 8 * t, bytes - 8 * t);
       if constexpr (V >= credit) {
         if (!B::open_send(ctx, ark::dma::peers::all(), s)) return;
-      } else if constexpr (V >= header) {
+      } else if constexpr (V >= hwrite) {
         if (static_cast<int>(t) == peer) B::write_header(ctx, peer, s); // no credit
       }
       if (t < nv) B::tx(ctx, peer, s).store(t, v);
       bool ok = true;
       const auto rx = B::rx(ctx, peer, s);
-      if (V >= header) { // one loop for every lane, as the real call polls
+      if (V >= hpoll) { // one loop for every lane, as the real call polls
         const bool with_header = static_cast<int>(t) == peer;
         ark::call_desc theirs;
         if (t < nv || with_header)
           ok = rx.load_joint(ctx, t < nv, t, r, with_header, theirs) &&
-               (!with_header || ctx.check_peer_call(theirs, s, peer, s));
+               (V < header || !with_header || ctx.check_peer_call(theirs, s, peer, s));
       } else if (t < nv) {
         ok = rx.load(ctx, t, r);
       }
@@ -103,7 +108,8 @@ __global__ void anatomy(const ark::device_comm<gpu> comm, const float* in, float
 }
 
 using kernel_t = void (*)(ark::device_comm<gpu>, const float*, float*, std::size_t, int);
-const kernel_t kernels[] = {anatomy<packets>, anatomy<barrier>, anatomy<header>, anatomy<implied>,
+const kernel_t kernels[] = {anatomy<packets>, anatomy<barrier>, anatomy<hwrite>,
+                            anatomy<hpoll>,   anatomy<header>,  anatomy<implied>,
                             anatomy<credit>,  anatomy<lean>,    anatomy<full>};
 static_assert(sizeof(kernels) / sizeof(kernels[0]) == variants);
 #endif
@@ -111,8 +117,9 @@ static_assert(sizeof(kernels) / sizeof(kernels[0]) == variants);
 int main(int argc, char** argv) {
 #if defined(ARK_GPU_COMPILER)
   const int iters = argc > 1 ? std::atoi(argv[1]) : 5000;
-  if (gpu::device_count() < 2) {
-    std::fprintf(stderr, "ll_anatomy: needs 2 GPUs\n");
+  const int gpus = gpu::device_count();
+  if (gpus < 1) {
+    std::fprintf(stderr, "ll_anatomy: needs a GPU\n");
     return 1;
   }
   const std::size_t sizes[] = {8, 8192};
@@ -125,12 +132,12 @@ int main(int argc, char** argv) {
     for (int v = 0; v < variants; ++v)
       for (int k = 0; k < 2; ++k) {
         comm_t::config cfg;
-        cfg.device = rank;
+        cfg.device = rank % gpus;
         comm_t c(ark::in_process_bootstrap(group, rank), cfg); // fresh slots and step counters
         const std::size_t n = sizes[k] / sizeof(float);
         std::vector<float> host(n);
         for (std::size_t i = 0; i < n; ++i) host[i] = static_cast<float>((i + 3 * rank) % 7);
-        auto mem = gpu::allocate(2 * n * sizeof(float) + 64, rank);
+        auto mem = gpu::allocate(2 * n * sizeof(float) + 64, cfg.device);
         float* in = reinterpret_cast<float*>(mem.ptr);
         float* out = in + n + 8;
         gpu::copy(in, host.data(), n * sizeof(float));
@@ -169,8 +176,8 @@ int main(int argc, char** argv) {
   other.join();
   if (failed) return 1;
   std::printf(
-      "# ll_anatomy: %d all-reduces per persistent kernel, 512 threads per block, us per all-reduce\n",
-      iters);
+      "# ll_anatomy: %d all-reduces per persistent kernel, 512 threads per block, us per all-reduce, %s\n",
+      iters, gpus >= 2 ? "ranks on GPUs 0 and 1" : "both ranks on GPU 0 (no link crossed)");
   std::printf("%-8s %10s %10s %7s\n", "variant", "8 B", "8 KB", "#wrong");
   int bad = 0;
   for (int v = 0; v < variants; ++v) {

@@ -1,5 +1,6 @@
 // tests/gpu/gpu_support.hpp: what the GPU test files share: the platform, the worlds this
-// machine can form (every GPU, and one GPU alone), and a configuration with small slots so that
+// machine can form (one rank alone, and several ranks on every GPU, sharing GPUs when there are
+// fewer than two), and a configuration with small slots so that
 // moderate sizes already take many pipeline steps on several blocks.
 #pragma once
 
@@ -10,15 +11,47 @@ namespace ark_test {
 using gpu = ark::platform::gpu;
 using gpu_comm = ark::communicator<gpu>;
 
+/// Ranks that share a GPU share its CUDA context, and under lazy module loading (CUDA's default) a
+/// kernel's first launch waits for every kernel running in the context: a peer's among them, which
+/// waits for this rank. So every kernel loads when the context starts (set before CUDA starts, in
+/// static initialization; a value set by the user is kept).
+inline const bool eager_module_loading = [] { return ::setenv("CUDA_MODULE_LOADING", "EAGER", 0) == 0; }();
+
 inline int gpu_count() { return gpu::device_count(); }
 
-/// One GPU alone, and all of them together (when there are several).
-inline std::vector<int> gpu_worlds() {
+/// The world of the tests that need several ranks: ARK_GPU_RANKS when set (at least 2), else every
+/// GPU, and 2 on a machine with one GPU. Ranks beyond the GPU count share GPUs (rank_device), so a
+/// one-GPU machine still runs the multi-rank protocol: over its own memory, not a link.
+inline int gpu_ranks() {
   const int n = gpu_count();
+  if (n < 1) return 0;
+  if (const char* e = std::getenv("ARK_GPU_RANKS")) {
+    const int want = std::atoi(e);
+    if (want >= 2) return want;
+  }
+  return n >= 2 ? n : 2;
+}
+
+/// One rank alone, and the multi-rank world (under compute-sanitizer only the latter).
+inline std::vector<int> gpu_worlds() {
   std::vector<int> w;
-  if (n >= 1 && (n == 1 || !std::getenv("ARK_SANITIZE"))) w.push_back(1);
-  if (n >= 2) w.push_back(n);
+  if (gpu_count() < 1) return w;
+  if (!std::getenv("ARK_SANITIZE")) w.push_back(1);
+  w.push_back(gpu_ranks());
   return w;
+}
+
+/// A configuration for `world` ranks whose kernels all fit on the GPUs at once: ranks that share a
+/// GPU split its SMs, so no block of one waits for a peer's block that cannot start (a kernel
+/// built for 512 threads may take a whole SM).
+inline gpu_comm::config fit_to_gpus(gpu_comm::config c, int world) {
+  const int n = gpu_count();
+  if (n < 1 || world <= n) return c;
+  int sms = 0;
+  ark::detail::rt::check(ark::detail::rt::multiprocessor_count(&sms, 0), "query SMs");
+  const int sharing = (world + n - 1) / n;
+  c.team.workers = std::min(c.team.workers, static_cast<unsigned>(std::max(1, sms / sharing - 1)));
+  return c;
 }
 
 inline gpu_comm::config gpu_small_config() {
@@ -42,6 +75,8 @@ inline const std::vector<std::size_t>& gpu_sizes() {
   return std::getenv("ARK_SANITIZE") ? small : full;
 }
 
+/// Skips a case on a machine with fewer than n GPUs (for what needs distinct GPUs: one process per
+/// GPU, whose kernels would otherwise take turns on a shared one).
 #define ARK_REQUIRE_GPUS(n)                                                                                  \
   if (ark_test::gpu_count() < (n)) {                                                                         \
     MESSAGE("skipped: needs " << (n) << " GPUs, found " << ark_test::gpu_count());                           \

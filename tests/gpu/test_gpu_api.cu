@@ -42,8 +42,8 @@ __global__ void persistent_kernel(const Loop loop) {
 } // namespace
 
 TEST_CASE("gpu: 1000 calls of random size, algorithm and backend, enqueued back to back") {
-  ARK_REQUIRE_GPUS(2);
-  const int world = gpu_count();
+  ARK_REQUIRE_GPUS(1);
+  const int world = gpu_ranks();
   using callee_t = callee<i32, gpu>;
   const callee_t callees[] = {
       make_callee<ark::collective::all_reduce, ark::algo::automatic, ark::dma::automatic, i32, ark::op::sum,
@@ -86,8 +86,8 @@ TEST_CASE("gpu: 1000 calls of random size, algorithm and backend, enqueued back 
 }
 
 TEST_CASE("gpu: collectives captured in a CUDA graph give the right result on every replay") {
-  ARK_REQUIRE_GPUS(2);
-  const int world = gpu_count();
+  ARK_REQUIRE_GPUS(1);
+  const int world = gpu_ranks();
   basic_world<gpu> w(world, gpu_small_config());
   std::vector<std::size_t> bad(world, 0);
   w.run([&](gpu_comm& c, int rank) {
@@ -160,9 +160,9 @@ TEST_CASE("gpu: more threads per worker than the collective kernel is built for 
 }
 
 TEST_CASE("gpu: a peer that never joins becomes a timeout error within the bound; teardown is clean") {
-  ARK_REQUIRE_GPUS(2);
+  ARK_REQUIRE_GPUS(1);
   using namespace std::chrono_literals;
-  const int world = gpu_count();
+  const int world = gpu_ranks();
   std::chrono::milliseconds took{};
   int peer = -2;
   {
@@ -191,8 +191,8 @@ TEST_CASE("gpu: a peer that never joins becomes a timeout error within the bound
 }
 
 TEST_CASE("gpu: a count that differs between ranks is a mismatch error, the outputs untouched") {
-  ARK_REQUIRE_GPUS(2);
-  const int world = gpu_count();
+  ARK_REQUIRE_GPUS(1);
+  const int world = gpu_ranks();
   basic_world<gpu> w(world, gpu_small_config());
   std::vector<std::vector<float>> outs(world);
   const auto errs = w.try_run([&](gpu_comm& c, int rank) {
@@ -217,7 +217,7 @@ TEST_CASE("gpu: large messages, every all-reduce algorithm, the default configur
   ARK_REQUIRE_GPUS(1);
   const std::size_t n = std::size_t(64) << 20; // 256 MB of floats per rank
   for (int world : gpu_worlds()) {
-    basic_world<gpu> w(world, gpu_comm::config{});
+    basic_world<gpu> w(world, fit_to_gpus(gpu_comm::config{}, world));
     std::vector<std::size_t> bad(world, 0);
     w.run([&](gpu_comm& c, int rank) {
       std::vector<float> in(n);

@@ -7,6 +7,7 @@
 #include "harness.hpp"
 
 #include <atomic>
+#include <map>
 #include <stdexcept>
 
 namespace ark_test {
@@ -83,16 +84,54 @@ callee<T, P> make_callee() {
   return {&call<K, A, B, T, Op, P>, A::name, B::id, B::depth};
 }
 
-/// Buffers in the platform's memory for one call: the input and the (poisoned) output are
-/// copied in, the output copied back, so the same check serves host and GPU ranks.
+/// Device memory a rank's thread keeps for reuse instead of freeing it: freeing GPU memory waits
+/// for every kernel on that GPU, and a rank whose GPU a peer shares would wait there for the
+/// peer's next call, which waits for this rank. Freed when the thread ends (the world's end).
+template <class P>
+struct memory_cache {
+  std::multimap<std::pair<std::size_t, int>, typename P::memory> spare;
+  ~memory_cache() {
+    for (auto& kv : spare) P::release(kv.second);
+  }
+  typename P::memory take(std::size_t bytes, int device) {
+    const auto it = spare.find({bytes, device});
+    if (it == spare.end()) return P::allocate(bytes, device);
+    const auto m = it->second;
+    spare.erase(it);
+    return m;
+  }
+  void give(const typename P::memory& m, std::size_t bytes, int device) {
+    spare.insert({{bytes, device}, m});
+  }
+};
+
+/// Buffers in the platform's memory on rank `rank`'s device, for one call: the input and the
+/// (poisoned) output are copied in, the output copied back, so the same check serves host and GPU
+/// ranks. GPU memory is reused by the rank's thread, never freed while the world runs.
 template <class P>
 struct platform_buffer {
+  static constexpr bool reuse = !std::is_same_v<P, host>;
+  std::size_t bytes;
+  int device;
   typename P::memory mem;
-  platform_buffer(std::size_t bytes, int device) : mem(P::allocate(bytes + 64, device)) {}
-  ~platform_buffer() { P::release(mem); }
+  platform_buffer(std::size_t n, int rank)
+      : bytes(n + 64), device(rank_device<P>(rank)),
+        mem(reuse ? cache().take(bytes, device) : P::allocate(bytes, device)) {}
+  ~platform_buffer() {
+    if (reuse)
+      cache().give(mem, bytes, device);
+    else
+      P::release(mem);
+  }
+  platform_buffer(const platform_buffer&) = delete;
+  platform_buffer& operator=(const platform_buffer&) = delete;
   template <class T>
   T* as() const {
     return reinterpret_cast<T*>(mem.ptr);
+  }
+  static memory_cache<P>& cache() {
+    thread_local memory_cache<P> c;
+    return c;
   }
 };
 

@@ -1,8 +1,9 @@
 // tests/support/harness.hpp: a world of ranks for tests, inputs, references and checks; shared by
 // the host tests and the GPU tests (the platform is a template parameter).
 //
-// A world keeps N rank threads alive, each owning a communicator (rank r on GPU r), and runs
-// closures on all of them at once, the way N processes would each call the same collective.
+// A world keeps N rank threads alive, each owning a communicator (rank r on GPU r mod the GPU
+// count: with more ranks than GPUs, ranks share a GPU), and runs closures on all of them at once,
+// the way N processes would each call the same collective.
 // Inputs are a pure function of (seed, rank, index), so the reference needs no gathering.
 #pragma once
 
@@ -41,6 +42,19 @@ void time_until_throw(std::chrono::milliseconds& took, F&& f) {
 using host = ark::platform::host;
 using comm_t = ark::communicator<host>;
 
+/// The device of rank r: GPUs round-robin, so that a world larger than the machine still forms
+/// (ranks on one GPU reach each other's memory directly; their kernels run side by side on its
+/// SMs). The host platform ignores the device.
+template <class P>
+int rank_device(int rank) {
+  if constexpr (std::is_same_v<P, host>)
+    return rank;
+  else {
+    const int n = P::device_count();
+    return n > 0 ? rank % n : rank;
+  }
+}
+
 /// Small slots, so that even small messages take many pipeline steps and wrap the slot ring.
 template <class P = host>
 typename ark::communicator<P>::config small_config(unsigned threads = 1) {
@@ -71,7 +85,7 @@ public:
         std::unique_ptr<comm_type> comm;
         try {
           auto mine = cfg;
-          mine.device = r;
+          mine.device = rank_device<P>(r);
           comm = std::make_unique<comm_type>(ark::in_process_bootstrap(group, r), mine);
         } catch (...) {
           err = std::current_exception();

@@ -170,10 +170,12 @@ struct gpu {
     detail::rt::check(detail::rt::set_device(device), "set device");
     void* p = nullptr;
     detail::rt::check(detail::rt::malloc(&p, bytes), "allocate symmetric region");
-    detail::rt::check(detail::rt::memset(p, 0, bytes), "clear symmetric region");
-    detail::rt::check(detail::rt::device_synchronize(), "clear symmetric region");
+    on_own_stream("clear symmetric region",
+                  [&](detail::rt::stream_t s) { return detail::rt::memset_async(p, 0, bytes, s); });
     return {static_cast<std::byte*>(p), bytes, device};
   }
+  /// Frees m. Freeing waits for every kernel on its GPU (CUDA and HIP do): with ranks that share
+  /// a GPU in one process, free nothing while a peer's calls may still be waiting for this rank.
   static void release(memory& m) {
     if (m.ptr) {
       (void)detail::rt::set_device(m.device);
@@ -182,15 +184,15 @@ struct gpu {
     m = {};
   }
   static void zero(void* p, std::size_t bytes) {
-    detail::rt::check(detail::rt::memset(p, 0, bytes), "clear memory");
-    detail::rt::check(detail::rt::device_synchronize(), "clear memory");
+    on_own_stream("clear memory",
+                  [&](detail::rt::stream_t s) { return detail::rt::memset_async(p, 0, bytes, s); });
   }
   /// Copies between any two addresses (host or device) and waits until the data has landed (a
   /// copy from pageable memory may return before its DMA is done, and work on other streams
   /// would race with it).
   static void copy(void* dst, const void* src, std::size_t bytes) {
-    detail::rt::check(detail::rt::memcpy(dst, src, bytes), "copy");
-    detail::rt::check(detail::rt::device_synchronize(), "copy");
+    on_own_stream("copy",
+                  [&](detail::rt::stream_t s) { return detail::rt::memcpy_async(dst, src, bytes, s); });
   }
 
   static ipc_handle export_handle(const memory& m) {
@@ -252,6 +254,19 @@ struct gpu {
   static void release_control(control_memory& c) {
     if (c.host_ptr) (void)detail::rt::free_host(c.host_ptr);
     c = {};
+  }
+
+  /// Runs op(stream) on a stream of its own on the current device and waits for that stream
+  /// alone. Not for the whole device: ranks that share a GPU in one process share its context,
+  /// and a peer's kernel there may be waiting for this rank's next call.
+  template <class Op>
+  static void on_own_stream(const char* what, Op&& op) {
+    detail::rt::stream_t s{};
+    detail::rt::check(detail::rt::stream_create(&s), what);
+    detail::rt::error_t e = op(s);
+    if (e == detail::rt::success) e = detail::rt::stream_synchronize(s);
+    (void)detail::rt::stream_destroy(s);
+    detail::rt::check(e, what);
   }
 
   // 6. execution -------------------------------------------------------------------------------

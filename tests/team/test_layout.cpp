@@ -5,6 +5,8 @@
 
 #include <doctest/doctest.h>
 
+#include <set>
+
 TEST_CASE("layout: sections are ordered, disjoint and sized by the configuration") {
   ark::team_config c;
   c.workers = 3;
@@ -25,6 +27,22 @@ TEST_CASE("layout: sections are ordered, disjoint and sized by the configuration
   CHECK(l.data(base, 1, 2, 7) == l.data(base, 1, 2, 2));
   CHECK(l.data(base, 1, 2, 0) != l.data(base, 2, 1, 0));
   CHECK(l.data(base, 2, 4, 4) + 4096 <= base + l.ll_off);
+  // LL slots: rounded up to a power of two (8 for 5), the step masked; every slot of every channel
+  // distinct and inside the LL section
+  CHECK(l.ll_slots == 8);
+  CHECK(l.stage_off - l.ll_off == 3u * 5 * 8 * l.ll_slot_stride);
+  CHECK(l.ll(base, 1, 2, 13) == l.ll(base, 1, 2, 5));
+  CHECK(l.ll(base, 1, 2, 13) != l.ll(base, 1, 2, 8));
+  CHECK(l.ll(base, 1, 2, (std::uint64_t{1} << 40) + 3) == l.ll(base, 1, 2, 3));
+  std::set<const std::uint64_t*> seen;
+  for (unsigned w = 0; w < 3; ++w)
+    for (int src = 0; src < 5; ++src)
+      for (std::uint64_t step = 0; step < 8; ++step) {
+        const auto* p = l.ll(base, w, src, step);
+        CHECK(seen.insert(p).second);
+        CHECK(reinterpret_cast<const std::byte*>(p) >= base + l.ll_off);
+        CHECK(reinterpret_cast<const std::byte*>(p) + l.ll_slot_stride <= base + l.stage_off);
+      }
   CHECK(l.stage(base, 2, 4, 4) + 4096 == base + l.total);
   // engine queues live in their own memory, after one another
   CHECK(reinterpret_cast<std::byte*>(l.requests(base, 2) + l.queue_capacity) == base + l.engine_bytes());

@@ -580,10 +580,10 @@ public:
     p.ctas = workers;
     p.threads = cfg_.tuning.threads;
     const layout& l = team_.lay;
-    p.scratch_bytes =
-        static_cast<std::size_t>(workers) * l.world *
-        (3 * layout::flag_stride + l.slots * (sizeof(slot_header) + (ll ? l.ll_slot_stride : l.slot_bytes) +
-                                              (engine ? l.slot_bytes : 0)));
+    p.scratch_bytes = static_cast<std::size_t>(workers) * l.world *
+                      (3 * layout::flag_stride +
+                       (ll ? l.ll_slots * l.ll_slot_stride + l.slots * sizeof(slot_header)
+                           : l.slots * (sizeof(slot_header) + l.slot_bytes + (engine ? l.slot_bytes : 0))));
     return p;
   }
 

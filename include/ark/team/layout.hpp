@@ -15,7 +15,8 @@
 //
 //   hdr[w][src][slot]   32-byte header of the step in that slot: call description + step
 //   data[w][src][slot]  slot_bytes of payload, simple protocol
-//   ll[w][src][slot]    LL packets: 2 header packets + 16 bytes per 8 data bytes
+//   ll[w][src][slot]    LL packets: 2 header packets + 16 bytes per 8 data bytes (slots rounded
+//                       up to a power of two)
 //   stage[w][dst][slot] local staging of what an engine backend sends to dst
 //
 // The request queues of an engine backend (queue[w], one per worker) are not in the symmetric
@@ -24,6 +25,8 @@
 //
 // Flags sit 64 bytes apart so that host threads do not false-share them.
 #pragma once
+
+#include <bit>
 
 #include "ark/config.hpp"
 #include "ark/core/error.hpp"
@@ -107,6 +110,11 @@ struct layout {
   static constexpr std::uint64_t ll_header_bytes = 32; // two packets carry the 16-byte call description
 
   std::uint32_t world = 0, workers = 0, slots = 0, queue_capacity = 0, staging = 0;
+  /// LL slots per channel: slots rounded up to a power of two, so that a step's slot is a mask
+  /// of the step, not a 64-bit remainder (tens of instructions on a GPU, on the latency path:
+  /// before the first packet's store and again before the first poll; docs/perf.md). More slots
+  /// than the depth needs only reuse each later.
+  std::uint32_t ll_slots = 0;
   std::uint64_t slot_bytes = 0, ll_slot_bytes = 0, ll_slot_stride = 0;
   std::uint64_t head_off = 0, ack_off = 0, bar_off = 0, state_off = 0, ce_off = 0, claim_off = 0, hdr_off = 0,
                 data_off = 0, ll_off = 0, stage_off = 0, total = 0;
@@ -146,8 +154,8 @@ struct layout {
     return base + data_off + (chan(w, src) * slots + step % slots) * slot_bytes;
   }
   ARK_HD std::uint64_t* ll(std::byte* base, unsigned w, int src, std::uint64_t step) const {
-    return reinterpret_cast<std::uint64_t*>(base + ll_off +
-                                            (chan(w, src) * slots + step % slots) * ll_slot_stride);
+    return reinterpret_cast<std::uint64_t*>(
+        base + ll_off + (chan(w, src) * ll_slots + (step & (ll_slots - 1))) * ll_slot_stride);
   }
   ARK_HD std::byte* stage(std::byte* base, unsigned w, int dst, std::uint64_t step) const {
     return base + stage_off + (chan(w, dst) * slots + step % slots) * slot_bytes;
@@ -197,6 +205,7 @@ inline layout make_layout(int world, const team_config& c) {
   l.queue_capacity = 2 * l.slots + 2;
   l.slot_bytes = c.slot_bytes;
   l.ll_slot_bytes = c.ll_slot_bytes;
+  l.ll_slots = std::bit_ceil(l.slots);
   l.ll_slot_stride = detail::align_up(2 * c.ll_slot_bytes + layout::ll_header_bytes, 256);
   const std::uint64_t chans = std::uint64_t(c.workers) * std::uint64_t(world);
   std::uint64_t off = 0;
@@ -208,7 +217,7 @@ inline layout make_layout(int world, const team_config& c) {
   l.claim_off = off, off += layout::flag_stride;
   l.hdr_off = off, off += detail::align_up(chans * l.slots * sizeof(slot_header), 256);
   l.data_off = off, off += chans * l.slots * c.slot_bytes;
-  l.ll_off = off, off += chans * l.slots * l.ll_slot_stride;
+  l.ll_off = off, off += chans * l.ll_slots * l.ll_slot_stride;
   l.stage_off = off;
   l.staging = c.staging ? 1 : 0;
   if (c.staging) off += chans * l.slots * c.slot_bytes;

@@ -1,9 +1,9 @@
 // bench/ll_anatomy.cu: where the time of a small LL all-reduce goes, inside a persistent kernel.
 //
-// Two ranks, one process: on two GPUs, or both on one GPU when there is only one (then no link is
-// crossed: what remains is the software path, for comparing variants). Each variant is a persistent kernel
-// running N all-reduces (float sum) of one size over ark's LL slots, and adds one piece of the protocol to
-// the previous one:
+// Two ranks, one process: on two GPUs, or both on one GPU when there is only one (then no
+// link is crossed: what remains is the software path, for comparing variants). Each variant is
+// a persistent kernel running N all-reduces (float sum) of one size over ark's LL slots, and
+// adds one piece of the protocol to the previous one:
 //   packets  each thread stores its packet into the peer's slot and polls its own: nothing else
 //            (the shape of shared/probes/ll_one_shot.cu, over ark's layout and LL code)
 //   barrier  + the block barrier that ends each receive

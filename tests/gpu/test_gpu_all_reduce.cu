@@ -1,6 +1,7 @@
-// All-reduce on GPUs against the host reference, one rank alone and several (sharing a GPU on a one-GPU
-// machine), in place and not, over every size class. Each dimension is covered in full: every algorithm x
-// depth (thread copies), every depth (LL packets), every op, every dtype, and the automatic choice.
+// All-reduce on GPUs against the host reference, one rank alone and several (sharing a GPU on
+// a one-GPU machine), in place and not, over every size class. Each dimension is covered in
+// full: every algorithm x depth (thread copies), every depth (LL packets), every op, every dtype,
+// and the automatic choice.
 #include "gpu_support.hpp"
 
 using namespace ark_test;

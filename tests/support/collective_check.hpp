@@ -89,7 +89,7 @@ callee<T, P> make_callee() {
 /// peer's next call, which waits for this rank. Freed when the thread ends (the world's end).
 template <class P>
 struct memory_cache {
-  std::multimap<std::pair<std::size_t, int>, typename P::memory> spare;
+  std::multimap<std::pair<std::size_t, int>, typename P::memory> spare; // by (bytes, device)
   ~memory_cache() {
     for (auto& kv : spare) P::release(kv.second);
   }
@@ -100,9 +100,7 @@ struct memory_cache {
     spare.erase(it);
     return m;
   }
-  void give(const typename P::memory& m, std::size_t bytes, int device) {
-    spare.insert({{bytes, device}, m});
-  }
+  void give(const typename P::memory& m) { spare.insert({{m.bytes, m.device}, m}); }
 };
 
 /// Buffers in the platform's memory on rank `rank`'s device, for one call: the input and the
@@ -111,15 +109,16 @@ struct memory_cache {
 template <class P>
 struct platform_buffer {
   static constexpr bool reuse = !std::is_same_v<P, host>;
-  std::size_t bytes;
-  int device;
   typename P::memory mem;
-  platform_buffer(std::size_t n, int rank)
-      : bytes(n + 64), device(rank_device<P>(rank)),
-        mem(reuse ? cache().take(bytes, device) : P::allocate(bytes, device)) {}
+  platform_buffer(std::size_t bytes, int rank) {
+    if constexpr (reuse)
+      mem = cache().take(bytes + 64, rank_device<P>(rank));
+    else
+      mem = P::allocate(bytes + 64, rank_device<P>(rank));
+  }
   ~platform_buffer() {
-    if (reuse)
-      cache().give(mem, bytes, device);
+    if constexpr (reuse)
+      cache().give(mem);
     else
       P::release(mem);
   }

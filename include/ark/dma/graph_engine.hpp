@@ -444,7 +444,7 @@ public:
     const std::size_t bytes =
         tickets * sizeof(graph_ticket) + 2 * chans * 8 + 8 + tickets * classes * sizeof(void*);
     rt::check(rt::malloc(&mem_, bytes), "allocate graph engine state");
-    rt::check(rt::memset(mem_, 0, bytes), "clear graph engine state");
+    platform::gpu::zero(mem_, bytes);
     auto* p = static_cast<std::byte*>(mem_);
     view_.team = t;
     view_.tickets = reinterpret_cast<graph_ticket*>(p);
@@ -467,7 +467,7 @@ public:
           for (unsigned k = 0; k < classes; ++k) table[ticket * classes + k] = instantiate_copy(ticket, k);
         }
       }
-    rt::check(rt::memcpy(graphs_, table.data(), table.size() * sizeof(void*)), "copy graph table");
+    platform::gpu::copy(graphs_, table.data(), table.size() * sizeof(void*));
     launcher_ = instantiate_launcher();
     rt::check(cudaStreamSynchronize(stream_), "upload graphs");
   }

@@ -35,9 +35,6 @@ inline error_t get_device(int* d) { return cudaGetDevice(d); }
 inline error_t malloc(void** p, std::size_t n) { return cudaMalloc(p, n); }
 inline error_t free(void* p) { return cudaFree(p); }
 inline error_t memset(void* p, int v, std::size_t n) { return cudaMemset(p, v, n); }
-inline error_t memcpy(void* d, const void* s, std::size_t n) {
-  return cudaMemcpy(d, s, n, cudaMemcpyDefault);
-}
 inline error_t device_synchronize() { return cudaDeviceSynchronize(); }
 inline error_t host_alloc_mapped(void** p, std::size_t n) {
   return cudaHostAlloc(p, n, cudaHostAllocMapped | cudaHostAllocPortable);
@@ -203,7 +200,6 @@ inline error_t get_device(int* d) { return hipGetDevice(d); }
 inline error_t malloc(void** p, std::size_t n) { return hipMalloc(p, n); }
 inline error_t free(void* p) { return hipFree(p); }
 inline error_t memset(void* p, int v, std::size_t n) { return hipMemset(p, v, n); }
-inline error_t memcpy(void* d, const void* s, std::size_t n) { return hipMemcpy(d, s, n, hipMemcpyDefault); }
 inline error_t device_synchronize() { return hipDeviceSynchronize(); }
 inline error_t host_alloc_mapped(void** p, std::size_t n) {
   return hipHostMalloc(p, n, hipHostMallocMapped | hipHostMallocPortable);

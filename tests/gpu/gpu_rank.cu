@@ -1,7 +1,10 @@
 // tests/gpu/gpu_rank.cu: one rank of the multi-process GPU test (one process per GPU).
 //   ark_gpu_rank RANK WORLD SOCKET
 // Joins through the Unix-socket bootstrap (IPC handles for the symmetric regions), runs
-// all-reduces over both SM backends and checks them. Exit 0: correct; 1: wrong; 2: timeout.
+// all-reduces over both SM backends, then an all-reduce and an all-gather on the copy engine
+// (into registered buffers), and checks them. Exit 0: correct; 1: wrong; 2: timeout.
+// The test starts it with CUDA's default, lazy module loading, as a user's process runs: a
+// copy-engine call's first launch of a kernel then waits for the kernels already on the GPU.
 #include "ark/ark.hpp"
 
 #include <cstdio>
@@ -12,31 +15,56 @@ int main(int argc, char** argv) {
   if (argc != 4) return 64;
   const int rank = std::atoi(argv[1]), world = std::atoi(argv[2]);
   using gpu = ark::platform::gpu;
+  const int device = rank % gpu::device_count(); // ranks share GPUs when there are fewer
+  // buffers the communicator registers outlive it (declared first, released last)
+  struct device_buffer {
+    gpu::memory mem;
+    ~device_buffer() { gpu::release(mem); }
+  };
   try {
+    const std::size_t n = (1 << 20) + 5, m = 4099;
+    const device_buffer ce_mem{gpu::allocate(n * sizeof(float), device)},
+        gathered_mem{gpu::allocate(world * m * sizeof(float), device)};
     ark::communicator<gpu>::config cfg;
-    cfg.device = rank;
+    cfg.device = device;
     ark::communicator<gpu> comm(ark::unix_socket_bootstrap(argv[3], rank, world, std::chrono::seconds(5)),
                                 cfg);
-    const std::size_t n = (1 << 20) + 5;
     std::vector<float> in(n);
     for (std::size_t i = 0; i < n; ++i) in[i] = static_cast<float>((i + rank) % 11);
-    auto mem = gpu::allocate(2 * n * sizeof(float) + 64, rank);
+    auto mem = gpu::allocate(2 * n * sizeof(float) + 64, device);
     float* src = reinterpret_cast<float*>(mem.ptr);
     float* dst = src + n + 3;
     gpu::copy(src, in.data(), n * sizeof(float));
     comm.all_reduce<ark::algo::one_shot, ark::dma::ll_packet<4>>(src, dst, 4000);
     comm.all_reduce<ark::algo::ring, ark::dma::thread_copy<4>>(src, dst + 4000, n - 4000);
+    // the copy engine: an all-reduce in place in a registered buffer, then an all-gather of its
+    // first m elements with no kernel moving bytes (max_ctas = 0)
+    float* ce = reinterpret_cast<float*>(ce_mem.mem.ptr);
+    float* gathered = reinterpret_cast<float*>(gathered_mem.mem.ptr);
+    comm.register_buffer(ce, n * sizeof(float));
+    comm.register_buffer(gathered, world * m * sizeof(float));
+    gpu::copy(ce, in.data(), n * sizeof(float));
+    comm.all_reduce<ark::algo::automatic, ark::dma::copy_engine>(ce, ce, n);
+    ark::call_options<gpu> engine_only;
+    engine_only.max_ctas = 0;
+    comm.all_gather(ce, gathered, m, engine_only);
     comm.synchronize();
-    std::vector<float> out(n);
+    std::vector<float> out(n), ce_out(n), gathered_out(world * m);
     gpu::copy(out.data(), dst, n * sizeof(float));
+    gpu::copy(ce_out.data(), ce, n * sizeof(float));
+    gpu::copy(gathered_out.data(), gathered, world * m * sizeof(float));
     gpu::release(mem);
     std::size_t bad = 0;
-    for (std::size_t i = 0; i < n; ++i) {
-      const std::size_t j = i < 4000 ? i : i - 4000;
+    auto want_at = [&](std::size_t j) {
       float want = 0;
       for (int r = 0; r < world; ++r) want += static_cast<float>((j + r) % 11);
-      bad += out[i] != want;
+      return want;
+    };
+    for (std::size_t i = 0; i < n; ++i) {
+      bad += out[i] != want_at(i < 4000 ? i : i - 4000);
+      bad += ce_out[i] != want_at(i);
     }
+    for (std::size_t i = 0; i < world * m; ++i) bad += gathered_out[i] != want_at(i % m);
     std::printf("rank %d of %d (process %d): %zu wrong\n", rank, world, static_cast<int>(::getpid()), bad);
     return bad ? 1 : 0;
   } catch (const ark::timeout_error& e) {

@@ -631,10 +631,22 @@ private:
         rt::check(rt::set_device(device), "set device");
       }
 #endif
+      if (!side) preload(w_);
     }
     ce_ops(const ce_ops&) = delete;
     ce_ops& operator=(const ce_ops&) = delete;
     typename P::stream stream() const { return s_; }
+
+    /// Loads kernel F now, before the call enqueues anything. A call holds a flag write back for
+    /// the wait kernel that follows it (write below), and with lazy module loading (CUDA's
+    /// default) the first launch of a kernel waits for every kernel running on the GPU: a first
+    /// launch in the middle of the call waited for our wait kernels, which waited for a peer
+    /// that waited, in its own first launch, for the flag we held. Every rank timed out (2 GPUs,
+    /// examples/06, 2026-12-01).
+    template <class F>
+    void preload(const F& work) const {
+      if constexpr (requires { P::preload(s_, work); }) P::preload(s_, work); // GPUs
+    }
 
     /// Writes *flag = v after the steps before it. On GPUs the write joins the kernel of the
     /// waits that follow it (one launch for both); on the host it runs at once, since the host
@@ -778,6 +790,7 @@ private:
         call_desc::make(collective::all_reduce, algo::two_shot::id, static_cast<std::uint8_t>(dtype_of<T>),
                         op_id<Op>, dma::copy_engine::id, 0, 0, count);
     ce_ops main(*this, call, o);
+    main.preload(detail::ce_reduce_work<T, Op>{in, out, {}, W, me, 0, op});
     const launch_shape shape{plan_.ctas, plan_.threads};
     if (W == 1) {
       if (in != out) main.copy(out, in, count * sizeof(T));

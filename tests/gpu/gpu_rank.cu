@@ -1,25 +1,36 @@
-// tests/gpu/gpu_rank.cu: one rank of the multi-process GPU test (one process per GPU).
+// tests/gpu/gpu_rank.cu: one rank of the multi-process GPU test (one process per rank, on GPU
+// rank % GPUs).
 //   ark_gpu_rank RANK WORLD SOCKET
 // Joins through the Unix-socket bootstrap (IPC handles for the symmetric regions), runs
 // all-reduces over both SM backends, then an all-reduce and an all-gather on the copy engine
 // (into registered buffers), and checks them. Exit 0: correct; 1: wrong; 2: timeout.
-// The test starts it with CUDA's default, lazy module loading, as a user's process runs: a
-// copy-engine call's first launch of a kernel then waits for the kernels already on the GPU.
+// The test starts it with lazy module loading, as a user's process runs by default: a
+// copy-engine call's first launch of a kernel then waits for the kernels running in its context.
 #include "ark/ark.hpp"
 
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <vector>
 
 int main(int argc, char** argv) {
   if (argc != 4) return 64;
   const int rank = std::atoi(argv[1]), world = std::atoi(argv[2]);
   using gpu = ark::platform::gpu;
-  const int device = rank % gpu::device_count(); // ranks share GPUs when there are fewer
-  // buffers the communicator registers outlive it (declared first, released last)
+  const int gpus = gpu::device_count();
+  if (gpus < 1) {
+    std::fprintf(stderr, "rank %d: no GPU\n", rank);
+    return 3;
+  }
+  const int device = rank % gpus; // ranks share GPUs when there are fewer
+  // Buffers the communicator registers outlive it (declared first, released last), and are kept
+  // while an error unwinds: a peer may still be copying into them (the communicator keeps its
+  // own memory then too).
   struct device_buffer {
     gpu::memory mem;
-    ~device_buffer() { gpu::release(mem); }
+    ~device_buffer() {
+      if (std::uncaught_exceptions() == 0) gpu::release(mem);
+    }
   };
   try {
     const std::size_t n = (1 << 20) + 5, m = 4099;
@@ -37,17 +48,19 @@ int main(int argc, char** argv) {
     gpu::copy(src, in.data(), n * sizeof(float));
     comm.all_reduce<ark::algo::one_shot, ark::dma::ll_packet<4>>(src, dst, 4000);
     comm.all_reduce<ark::algo::ring, ark::dma::thread_copy<4>>(src, dst + 4000, n - 4000);
-    // the copy engine: an all-reduce in place in a registered buffer, then an all-gather of its
-    // first m elements with no kernel moving bytes (max_ctas = 0)
+    // the copy engine: an all-reduce in place in a registered buffer, then an all-gather of the
+    // first m elements of each rank's own input with no kernel moving bytes (max_ctas = 0)
     float* ce = reinterpret_cast<float*>(ce_mem.mem.ptr);
     float* gathered = reinterpret_cast<float*>(gathered_mem.mem.ptr);
     comm.register_buffer(ce, n * sizeof(float));
     comm.register_buffer(gathered, world * m * sizeof(float));
     gpu::copy(ce, in.data(), n * sizeof(float));
+    const std::vector<float> poison(world * m, -1.0f);
+    gpu::copy(gathered, poison.data(), world * m * sizeof(float));
     comm.all_reduce<ark::algo::automatic, ark::dma::copy_engine>(ce, ce, n);
     ark::call_options<gpu> engine_only;
     engine_only.max_ctas = 0;
-    comm.all_gather(ce, gathered, m, engine_only);
+    comm.all_gather(src, gathered, m, engine_only);
     comm.synchronize();
     std::vector<float> out(n), ce_out(n), gathered_out(world * m);
     gpu::copy(out.data(), dst, n * sizeof(float));
@@ -64,7 +77,8 @@ int main(int argc, char** argv) {
       bad += out[i] != want_at(i < 4000 ? i : i - 4000);
       bad += ce_out[i] != want_at(i);
     }
-    for (std::size_t i = 0; i < world * m; ++i) bad += gathered_out[i] != want_at(i % m);
+    for (std::size_t i = 0; i < world * m; ++i) // block r: rank r's input
+      bad += gathered_out[i] != static_cast<float>((i % m + i / m) % 11);
     std::printf("rank %d of %d (process %d): %zu wrong\n", rank, world, static_cast<int>(::getpid()), bad);
     return bad ? 1 : 0;
   } catch (const ark::timeout_error& e) {

@@ -75,8 +75,7 @@ inline const std::vector<std::size_t>& gpu_sizes() {
   return std::getenv("ARK_SANITIZE") ? small : full;
 }
 
-/// Skips a case on a machine with fewer than n GPUs (for what needs distinct GPUs: one process per
-/// GPU, whose kernels would otherwise take turns on a shared one).
+/// Skips a case on a machine with fewer than n GPUs.
 #define ARK_REQUIRE_GPUS(n)                                                                                  \
   if (ark_test::gpu_count() < (n)) {                                                                         \
     MESSAGE("skipped: needs " << (n) << " GPUs, found " << ark_test::gpu_count());                           \

@@ -1,6 +1,6 @@
 // The GPU paths beyond single calls: 1000 back-to-back calls enqueued without a sync, CUDA-graph
 // capture and replay, the device-side API inside a persistent kernel, a peer that never joins,
-// a mismatched call, large messages, and one process per GPU.
+// a mismatched call, large messages, and one process per rank.
 #include "../../examples/custom_collectives.hpp"
 #include "gpu_support.hpp"
 
@@ -251,9 +251,10 @@ std::string self_dir() {
 }
 
 /// Starts ark_gpu_rank processes for the given ranks; returns their exit codes. They run with
-/// CUDA's default, lazy module loading, as a user's processes do (this binary loads eagerly,
-/// see gpu_support.hpp): a first launch then waits for the kernels already on the GPU, which
-/// deadlocked the copy-engine calls before they loaded their kernels up front.
+/// lazy module loading, CUDA's default since 12.2, as a user's processes do (this binary loads
+/// eagerly unless CUDA_MODULE_LOADING says otherwise, see gpu_support.hpp): a first launch then
+/// waits for the kernels running in its context, which deadlocked the copy-engine calls before
+/// they loaded their kernels up front.
 std::vector<int> spawn_ranks(const std::vector<int>& ranks, int world, const std::string& sock) {
   const std::string exe = self_dir() + "/ark_gpu_rank";
   std::vector<char*> env;
@@ -283,7 +284,7 @@ std::vector<int> spawn_ranks(const std::vector<int>& ranks, int world, const std
 
 // On a machine with one GPU the processes share it (their contexts take turns on it): the IPC
 // handles and the protocol are the same, the link is not crossed.
-TEST_CASE("gpu: one process per GPU, IPC handles exchanged through the Unix-socket bootstrap") {
+TEST_CASE("gpu: one process per rank, IPC handles exchanged through the Unix-socket bootstrap") {
   ARK_REQUIRE_GPUS(1);
   const int world = gpu_ranks();
   const std::string sock = "/tmp/ark-gpu-" + std::to_string(::getpid()) + ".sock";

@@ -639,10 +639,10 @@ private:
 
     /// Loads kernel F now, before the call enqueues anything. A call holds a flag write back for
     /// the wait kernel that follows it (write below), and with lazy module loading (CUDA's
-    /// default) the first launch of a kernel waits for every kernel running on the GPU: a first
-    /// launch in the middle of the call waited for our wait kernels, which waited for a peer
-    /// that waited, in its own first launch, for the flag we held. Every rank timed out (2 GPUs,
-    /// examples/06, 2026-12-01).
+    /// default since 12.2) the first launch of a kernel waits for every kernel running in its
+    /// context: a first launch in the middle of the call waited for our wait kernels, which
+    /// waited for a peer that waited, in its own first launch, for the flag we held. The ranks
+    /// waited until their timeout (examples/06 on 2 GPUs; two processes on one GPU; 2026-12-01).
     template <class F>
     void preload(const F& work) const {
       if constexpr (requires { P::preload(s_, work); }) P::preload(s_, work); // GPUs

@@ -12,8 +12,8 @@
 // failure: a stream memory operation could not be, and a flag written behind a wait that failed
 // let a late peer finish with mixed data and no error. Since a write is held back until the
 // next wait, a call loads its kernels before it enqueues anything (ce_ops::preload): under lazy
-// module loading, CUDA's default, a first launch in mid-call waits for the kernels on the GPU,
-// its own waits included, while the peer waits for the write held back (a deadlock).
+// module loading, CUDA's default, a first launch in mid-call waits for the kernels in its
+// context, its own waits included, while the peer waits for the write held back (a deadlock).
 // On the host platform the same steps run at once (the model our host tests exercise).
 //
 // Flags (layout::ce_flag, written by the peer named): `ready` (the peer may write into our

@@ -23,9 +23,9 @@ int main(int argc, char** argv) {
     return 3;
   }
   const int device = rank % gpus; // ranks share GPUs when there are fewer
-  // Buffers the communicator registers outlive it (declared first, released last), and are kept
-  // while an error unwinds: a peer may still be copying into them (the communicator keeps its
-  // own memory then too).
+  // Device memory, kept while an error unwinds: a peer may still be copying into it (the
+  // communicator keeps its own memory then too). The buffers the communicator registers are
+  // declared before it, so they outlive it.
   struct device_buffer {
     gpu::memory mem;
     ~device_buffer() {
@@ -42,8 +42,8 @@ int main(int argc, char** argv) {
                                 cfg);
     std::vector<float> in(n);
     for (std::size_t i = 0; i < n; ++i) in[i] = static_cast<float>((i + rank) % 11);
-    auto mem = gpu::allocate(2 * n * sizeof(float) + 64, device);
-    float* src = reinterpret_cast<float*>(mem.ptr);
+    const device_buffer mem{gpu::allocate(2 * n * sizeof(float) + 64, device)};
+    float* src = reinterpret_cast<float*>(mem.mem.ptr);
     float* dst = src + n + 3;
     gpu::copy(src, in.data(), n * sizeof(float));
     comm.all_reduce<ark::algo::one_shot, ark::dma::ll_packet<4>>(src, dst, 4000);
@@ -66,7 +66,6 @@ int main(int argc, char** argv) {
     gpu::copy(out.data(), dst, n * sizeof(float));
     gpu::copy(ce_out.data(), ce, n * sizeof(float));
     gpu::copy(gathered_out.data(), gathered, world * m * sizeof(float));
-    gpu::release(mem);
     std::size_t bad = 0;
     auto want_at = [&](std::size_t j) {
       float want = 0;

@@ -5,12 +5,11 @@
 // a persistent kernel running N all-reduces (float sum) of one size over ark's LL slots, and
 // adds one piece of the protocol to the previous one:
 //   packets  each thread stores its packet into the peer's slot and polls its own: nothing else
-//            (the shape of shared/probes/ll_one_shot.cu, over ark's layout and LL code)
+//            (the shape of shared/probes/ll_one_shot.cu, over ark's layout and LL code; the
+//            packets carry the call's tag, which is how a receiver checks the call)
 //   barrier  + the block barrier that ends each receive
-//   hwrite   + the call-description header written (two packets, by the lane of the peer's rank)
-//   hpoll    + the header polled with the data (the same loop in every lane,
-//            ll_reader::load_joint, which compares it with ours)
-//   header   + the comparison's verdict taken (context::check_peer_call)
+//   hwrite   + the call-description header written (two packets, by the lane of the peer's rank;
+//            read only to name a mismatch)
 //   implied  + the acknowledgement after the receive (what a call whose credits are implied by
 //            the previous call's packets does: context::exchanged)
 //   credit   + the credit wait before the stores (open_send: a flag load and a barrier)
@@ -34,9 +33,8 @@ using gpu = ark::platform::gpu;
 using comm_t = ark::communicator<gpu>;
 using B = ark::dma::ll_packet<4>;
 
-enum variant { packets, barrier, hwrite, hpoll, header, implied, credit, lean, full, variants };
-const char* const variant_names[] = {"packets", "barrier", "hwrite", "hpoll", "header",
-                                     "implied", "credit",  "lean",   "full"};
+enum variant { packets, barrier, hwrite, implied, credit, lean, full, variants };
+const char* const variant_names[] = {"packets", "barrier", "hwrite", "implied", "credit", "lean", "full"};
 
 #if defined(ARK_GPU_COMPILER)
 template <int V>
@@ -77,16 +75,7 @@ __global__ void anatomy(const ark::device_comm<gpu> comm, const float* in, float
       }
       if (t < nv) B::tx(ctx, peer, s).store(t, v);
       bool ok = true;
-      const auto rx = B::rx(ctx, peer, s);
-      if (V >= hpoll) { // one loop for every lane, as the real call polls
-        const bool with_header = static_cast<int>(t) == peer;
-        ark::call_desc theirs;
-        if (t < nv || with_header)
-          ok = rx.load_joint(ctx, t < nv, t, r, with_header, theirs) &&
-               (V < header || !with_header || ctx.check_peer_call(theirs, s, peer, s));
-      } else if (t < nv) {
-        ok = rx.load(ctx, t, r);
-      }
+      if (t < nv) ok = B::rx(ctx, peer, s).load(ctx, t, r);
       if constexpr (V >= barrier) {
         if (g.sync_any(!ok)) return;
       } else if (!ok) {
@@ -108,8 +97,7 @@ __global__ void anatomy(const ark::device_comm<gpu> comm, const float* in, float
 }
 
 using kernel_t = void (*)(ark::device_comm<gpu>, const float*, float*, std::size_t, int);
-const kernel_t kernels[] = {anatomy<packets>, anatomy<barrier>, anatomy<hwrite>,
-                            anatomy<hpoll>,   anatomy<header>,  anatomy<implied>,
+const kernel_t kernels[] = {anatomy<packets>, anatomy<barrier>, anatomy<hwrite>, anatomy<implied>,
                             anatomy<credit>,  anatomy<lean>,    anatomy<full>};
 static_assert(sizeof(kernels) / sizeof(kernels[0]) == variants);
 #endif

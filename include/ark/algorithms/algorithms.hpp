@@ -63,11 +63,12 @@ inline constexpr bool implements = (K == collective::all_reduce &&
                                    ((K == collective::broadcast || K == collective::reduce) &&
                                     std::is_same_v<A, algo::direct>);
 
-/// Runs collective K with algorithm A. `root` is used by broadcast and reduce only.
-template <collective K, class A, class Ctx, class T, class Op>
+/// Runs collective K with algorithm A. `root` is used by broadcast and reduce only. With
+/// ending::verdict the caller's next step must be a barrier of the scope (see ending).
+template <collective K, class A, ending E = ending::barrier, class Ctx, class T, class Op>
 ARK_HD bool run(const Ctx& ctx, const T* in, T* out, std::size_t count, int root, const Op& op) {
   if constexpr (K == collective::all_reduce && std::is_same_v<A, algo::one_shot>)
-    return all_reduce_one_shot(ctx, in, out, count, op);
+    return all_reduce_one_shot<E>(ctx, in, out, count, op);
   else if constexpr (K == collective::all_reduce && std::is_same_v<A, algo::two_shot>)
     return all_reduce_two_shot(ctx, in, out, count, op);
   else if constexpr (K == collective::all_reduce && std::is_same_v<A, algo::ring>)

@@ -10,6 +10,12 @@
 
 namespace ark::algorithms {
 
+/// How a call ends. Every algorithm returns with its outputs visible to the whole scope; a caller
+/// whose next step is a barrier anyway (device_comm::run, whose verdict is one) may ask a latency
+/// path to leave that to it: `verdict` saves the path's closing barrier (0.06 us per call on one
+/// H200, docs/perf.md).
+enum class ending { barrier, verdict };
+
 namespace detail {
 
 /// Vectors one thread keeps in registers on the single-step LL path. GPUs' default tuning gives
@@ -29,16 +35,16 @@ ARK_HD bool one_shot_single_step(const Ctx& ctx, elem_range mine) {
 /// the pipelined path's (credit, header, packets, acknowledgement, next round), ordered so that
 /// as few dependent memory round trips as possible sit on the way:
 ///   - our input, the round and the peers' acknowledgements are loaded together;
-///   - the header packets are polled in the same sweeps as the data packets, and checked before
-///     any output is stored (not before the data is loaded: a mismatch still leaves the output
-///     untouched);
+///   - the data packets carry the call's tag (ll_packet.hpp), so no header is polled: it is
+///     read only when a packet is late, to name a mismatch, and a mismatch is known before any
+///     output is stored;
 ///   - the contributions stay in registers, so one barrier ends the receive, and the
 ///     acknowledgements and the next round follow it without another.
 ///   - after such a call, the credits are implied by the packets it received (context::exchanged),
 ///     so the next call neither reads them nor needs a barrier before its stores.
 /// Two barriers per call (three without implied credits; the last makes the outputs visible to
-/// the scope), against six on the pipelined path.
-template <class Ctx, class T, class Op>
+/// the scope, and is left to the caller with ending::verdict), against six on the pipelined path.
+template <ending E = ending::barrier, class Ctx, class T, class Op>
 ARK_HD bool all_reduce_one_shot_ll(const Ctx& ctx, const T* in, T* out, elem_range mine, const Op& op) {
   using B = typename Ctx::backend;
   using P = typename Ctx::platform;
@@ -72,34 +78,19 @@ ARK_HD bool all_reduce_one_shot_ll(const Ctx& ctx, const T* in, T* out, elem_ran
     for (int p = 0; p < world; ++p)
       if (p != rank) B::tx(ctx, p, step).store(t + j * nt, own[j]);
 
-  // 3. every peer's packets, folded in rank order. This thread's first header peer (as
-  // for_each_peer assigns them) is polled with its first packet, in the same loop as every
-  // packet (ll_reader::load_joint), even when the thread has no packet; its other header peers
-  // (more ranks than threads) first, on their own: headers always come, a packet of a
-  // mismatched call may not
-  int hdr = static_cast<int>(t) == rank ? static_cast<int>(t + nt) : static_cast<int>(t);
-  if (hdr >= world) hdr = -1;
+  // 3. every peer's packets, folded in rank order. A packet that carries our call's tag is of a
+  // call like ours (ll_packet.hpp): no header is read unless one is late
   bool ok = true;
-  for (int p = hdr + static_cast<int>(nt); ok && hdr >= 0 && p < world; p += static_cast<int>(nt))
-    if (p != rank) ok = B::check_header(ctx, p, step);
-  acc_lanes<T, V> acc[H];
-  for (std::size_t j = 0; ok && j < H && (t + j * nt < nv || (j == 0 && hdr >= 0)); ++j) {
-    const bool data = t + j * nt < nv;
+  acc_lanes<T, V> acc[H]{};
+  for (std::size_t j = 0; ok && j < H && t + j * nt < nv; ++j)
     for (int r = 0; r < world; ++r) {
       vec<V> v = own[j];
-      const bool header = j == 0 && r == hdr;
-      if (r != rank && (data || header)) {
-        call_desc theirs;
-        ok = B::rx(ctx, r, step).load_joint(ctx, data, t + j * nt, v, header, theirs) &&
-             (!header || ctx.check_peer_call(theirs, step, r, step));
-        if (!ok) break;
-      }
+      if (r != rank && !(ok = B::rx(ctx, r, step).load(ctx, t + j * nt, v))) break;
       if (r == 0)
         acc[j] = widen<T>(v);
       else
         fold(acc[j], v, op);
     }
-  }
   if (ctx.g.sync_any(!ok)) return false;
   // every thread read the round before this barrier (with implied credits, none came before);
   // every peer's packets of this step came: credits implied for the next call
@@ -111,21 +102,21 @@ ARK_HD bool all_reduce_one_shot_ll(const Ctx& ctx, const T* in, T* out, elem_ran
       for (std::size_t e = 0; e < acc[j].n; ++e) acc[j].v[e] = op.finalize(acc[j].v[e], world);
     dma::store_prefix<P, V>(dst + V * (t + j * nt), narrow<T>(acc[j]), bytes - V * (t + j * nt));
   }
-  dma::raise_acks(ctx, dma::peers::all(), step); // after the barrier that ended every load
-  ctx.g.sync(); // like every call, return with the outputs visible to the whole scope
+  dma::raise_acks(ctx, dma::peers::all(), step);    // after the barrier that ended every load
+  if constexpr (E == ending::barrier) ctx.g.sync(); // return with the outputs visible to the scope
   return true;
 }
 
 } // namespace detail
 
-template <class Ctx, class T, class Op>
+template <ending E = ending::barrier, class Ctx, class T, class Op>
 ARK_HD bool all_reduce_one_shot(const Ctx& ctx, const T* in, T* out, std::size_t count, const Op& op) {
   using B = typename Ctx::backend;
   const dma::peers all = dma::peers::all();
   if constexpr (B::ll) {
     const elem_range mine = ctx.template partition<T>(count);
     if (detail::one_shot_single_step<T>(ctx, mine))
-      return detail::all_reduce_one_shot_ll(ctx, in, out, mine, op);
+      return detail::all_reduce_one_shot_ll<E>(ctx, in, out, mine, op);
   }
   return pipeline_pieces<T>(
       ctx, count,

@@ -1,10 +1,18 @@
 // ark/dma/ll_packet.hpp: LL ("low latency") packets. Every 16-byte packet carries 8 data bytes and,
-// in each 8-byte half, the 32-bit flag of its pipeline step; a half is stored and loaded as one
-// single-copy-atomic word. The receiver polls the packets themselves, so a step needs no separate
-// flag and no fence: small messages cost one one-way trip instead of two. Half the bytes on the
-// wire are flags, so this pays for small messages only.
+// in each 8-byte half, a 32-bit flag; a half is stored and loaded as one single-copy-atomic word.
+// The receiver polls the packets themselves, so a step needs no separate flag and no fence: small
+// messages cost one one-way trip instead of two. Half the bytes on the wire are flags, so this
+// pays for small messages only.
 //
 // Slot format: 2 header packets (the 16-byte call description), then one packet per 8 data bytes.
+// A header packet carries the flag of its pipeline step in both halves. A data packet carries it
+// in its first half, and in its second that flag xor the tag of the call that sent it
+// (call_desc::tag): a receiver that finds both as it expects has this step's packet of a call
+// like its own, and needs no header to know it. The header is read only when a packet is late,
+// to name a mismatch (ll_reader::poll); the pipelined path still checks it first (open_recv).
+// What the tag costs: a stale second half passes only if the 16-byte packet was seen torn, and
+// then with probability 2^-32; a call that differs from ours in anything but a count that fits
+// 32 bits passes with probability 2^-32 (call_desc::tag).
 #pragma once
 
 #include "ark/dma/thread_copy.hpp"
@@ -26,62 +34,31 @@ ARK_HD inline std::uint64_t ll_data(std::uint64_t a, std::uint64_t b) {
 template <class P>
 struct ll_writer {
   std::uint64_t* packets; // the slot, header included
-  std::uint32_t flag;
-  ARK_HD void store(std::size_t i, const vec<8>& v) const { store_raw(i + 2, v.w[0]); }
-  /// Packet k of the slot (0 and 1: the header) carries d.
-  ARK_HD void store_raw(std::size_t k, std::uint64_t d) const {
+  std::uint32_t flag;     // the step's
+  std::uint32_t tagged;   // flag ^ the call's tag: the second half of a data packet
+  ARK_HD void store(std::size_t i, const vec<8>& v) const { put(i + 2, v.w[0], tagged); }
+  /// Header packet k (0 or 1) carries d.
+  ARK_HD void store_header(std::size_t k, std::uint64_t d) const { put(k, d, flag); }
+  ARK_HD void put(std::size_t k, std::uint64_t d, std::uint32_t second) const {
     P::store_ll(packets + 2 * k, detail::ll_half(static_cast<std::uint32_t>(d), flag),
-                detail::ll_half(static_cast<std::uint32_t>(d >> 32), flag));
+                detail::ll_half(static_cast<std::uint32_t>(d >> 32), second));
   }
 };
 
-/// Polls 8-byte units of a step out of our LL slot; fails after the context's timeout.
+/// Polls 8-byte units of a step out of our LL slot; fails after the context's timeout, or as
+/// soon as the header of a late step describes a call other than ours.
 template <class P>
 struct ll_reader {
   const std::uint64_t* packets;
-  std::uint32_t flag;
+  std::uint32_t flag, tagged;
   int peer;
+  std::uint64_t step;
 
   template <class Ctx>
   ARK_HD bool load(const Ctx& ctx, std::size_t i, vec<8>& v) const {
     std::uint64_t a, b;
-    if (!poll(ctx, packets + 2 * (i + 2), a, b)) return false;
+    if (!poll(ctx, packets + 2 * (i + 2), tagged, a, b)) return false;
     v.w[0] = detail::ll_data(a, b);
-    return true;
-  }
-
-  /// Polls packet i (if `data`) and the two header packets (if `header`, decoding them into
-  /// `theirs`) in the same sweeps: one wait, however they land. Returns as soon as the header
-  /// describes a call other than ours, whose packet i may never come (then v is unspecified:
-  /// check `theirs` first). One loop whatever the predicates, so that the lanes of a warp that
-  /// poll a header and those that do not poll together: separate loops made a warp run them one
-  /// after the other, a memory round trip more per call (docs/perf.md, ll_anatomy).
-  template <class Ctx>
-  ARK_HD bool load_joint(const Ctx& ctx, bool data, std::size_t i, vec<8>& v, bool header,
-                         call_desc& theirs) const {
-    const std::uint64_t* pk = packets + 2 * (i + 2);
-    std::uint64_t a = 0, b = 0, c = 0, d = 0, e = 0, f = 0, x, y;
-    wait_clock clock;
-    for (unsigned spins = 0;; ++spins) {
-      if (header) {
-        P::load_ll(packets, a, b);
-        P::load_ll(packets + 2, c, d);
-      }
-      if (data) P::load_ll(pk, e, f);
-      const bool got = !data || ready(e, f);
-      if (header && ready(a, b) && ready(c, d)) {
-        theirs.count = detail::ll_data(a, b);
-        theirs.meta = detail::ll_data(c, d);
-        if (ctx.desc.first_difference(theirs, x, y) != desc_field::none) break;
-        header = false; // ours: not loaded again
-      }
-      if (!header && got) break;
-      P::pause(spins);
-      if ((spins & 63u) == 63u &&
-          !ctx.keep_waiting(clock, wait_kind::data, peer, flag, (data && !got ? e : a) >> 32))
-        return false;
-    }
-    if (data) v.w[0] = detail::ll_data(e, f);
     return true;
   }
 
@@ -91,29 +68,45 @@ struct ll_reader {
     std::uint64_t a, b, c, d;
     P::load_ll(packets, a, b); // both header packets in flight at once
     P::load_ll(packets + 2, c, d);
-    if ((!ready(a, b) && !poll(ctx, packets, a, b)) || (!ready(c, d) && !poll(ctx, packets + 2, c, d)))
+    if ((!ready(a, b, flag) && !poll(ctx, packets, flag, a, b)) ||
+        (!ready(c, d, flag) && !poll(ctx, packets + 2, flag, c, d)))
       return false;
     theirs.count = detail::ll_data(a, b);
     theirs.meta = detail::ll_data(c, d);
     return true;
   }
 
+  /// Polls packet pk until its halves carry flag and `second`. A data packet that is late
+  /// (every 64 polls) has the header looked at too: a header of this step that describes
+  /// another call is a mismatch, reported at once, whether or not the packet would ever come.
   template <class Ctx>
-  ARK_HD bool poll(const Ctx& ctx, const std::uint64_t* pk, std::uint64_t& a, std::uint64_t& b) const {
+  ARK_HD bool poll(const Ctx& ctx, const std::uint64_t* pk, std::uint32_t second, std::uint64_t& a,
+                   std::uint64_t& b) const {
     P::load_ll(pk, a, b);
-    if (ready(a, b)) return true;
+    if (ready(a, b, second)) return true;
     wait_clock clock;
     for (unsigned spins = 0;; ++spins) {
       P::pause(spins);
       P::load_ll(pk, a, b);
-      if (ready(a, b)) return true;
-      if ((spins & 63u) == 63u && !ctx.keep_waiting(clock, wait_kind::data, peer, flag, a >> 32))
+      if (ready(a, b, second)) return true;
+      if ((spins & 63u) == 63u && ((pk >= packets + 4 && other_call(ctx)) ||
+                                   !ctx.keep_waiting(clock, wait_kind::data, peer, flag, a >> 32)))
         return false;
     }
   }
 
-  ARK_HD bool ready(std::uint64_t a, std::uint64_t b) const {
-    return static_cast<std::uint32_t>(a >> 32) == flag && static_cast<std::uint32_t>(b >> 32) == flag;
+  /// Whether the header of our step has come and describes a call other than ours (recorded).
+  template <class Ctx>
+  ARK_HD bool other_call(const Ctx& ctx) const {
+    std::uint64_t a, b, c, d;
+    P::load_ll(packets, a, b);
+    P::load_ll(packets + 2, c, d);
+    if (!ready(a, b, flag) || !ready(c, d, flag)) return false;
+    return !ctx.check_peer_call(call_desc{detail::ll_data(a, b), detail::ll_data(c, d)}, step, peer, step);
+  }
+
+  ARK_HD bool ready(std::uint64_t a, std::uint64_t b, std::uint32_t second) const {
+    return static_cast<std::uint32_t>(a >> 32) == flag && static_cast<std::uint32_t>(b >> 32) == second;
   }
 };
 
@@ -125,12 +118,14 @@ struct ll_packet : thread_transfers<Depth> {
 
   template <class Ctx>
   ARK_HD static ll_writer<typename Ctx::platform> tx(const Ctx& ctx, int peer, std::uint64_t step) {
-    return {ctx.lay().ll(ctx.remote(peer), ctx.worker, ctx.rank(), step), detail::ll_flag(step)};
+    const std::uint32_t f = detail::ll_flag(step);
+    return {ctx.lay().ll(ctx.remote(peer), ctx.worker, ctx.rank(), step), f, f ^ ctx.desc.tag()};
   }
 
   template <class Ctx>
   ARK_HD static ll_reader<typename Ctx::platform> rx(const Ctx& ctx, int peer, std::uint64_t step) {
-    return {ctx.lay().ll(ctx.local(), ctx.worker, peer, step), detail::ll_flag(step), peer};
+    const std::uint32_t f = detail::ll_flag(step);
+    return {ctx.lay().ll(ctx.local(), ctx.worker, peer, step), f, f ^ ctx.desc.tag(), peer, step};
   }
 
   /// Waits for the slot to be free, then writes the header packets.
@@ -148,8 +143,8 @@ struct ll_packet : thread_transfers<Depth> {
   template <class Ctx>
   ARK_HD static void write_header(const Ctx& ctx, int p, std::uint64_t step) {
     const ll_writer<typename Ctx::platform> w = tx(ctx, p, step);
-    w.store_raw(0, ctx.desc.count);
-    w.store_raw(1, ctx.desc.meta);
+    w.store_header(0, ctx.desc.count);
+    w.store_header(1, ctx.desc.meta);
   }
 
   /// Packets announce themselves: nothing to do.

@@ -56,6 +56,18 @@ struct call_desc {
 
   ARK_HD bool operator==(const call_desc& o) const { return count == o.count && meta == o.meta; }
 
+  /// 32 bits of this description that LL data packets carry in their second flag word
+  /// (dma/ll_packet.hpp), so that a receiver checks the call with the data it polls anyway.
+  /// Equal descriptions have equal tags; two that differ only in the low 32 bits of the count
+  /// never do; any other two do with probability 2^-32 (a mixed 64-bit word, truncated).
+  ARK_HD std::uint32_t tag() const {
+    std::uint64_t x = meta * 0x9e3779b97f4a7c15ull ^ (count >> 32) * 0xc2b2ae3d27d4eb4full;
+    x ^= x >> 31;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 29;
+    return static_cast<std::uint32_t>(count) ^ static_cast<std::uint32_t>(x >> 32);
+  }
+
   /// The first field that differs from `o`, with both values; desc_field::none when equal.
   ARK_HD desc_field first_difference(const call_desc& o, std::uint64_t& mine, std::uint64_t& theirs) const {
     if (count != o.count) {

@@ -16,6 +16,11 @@
 //   lean     the real call's latency path (all_reduce_one_shot_ll) on a context made per call:
 //            adds the worker's round, loaded and stored in memory, the credits implied after the
 //            first call, and the closing barrier
+//   verdict  lean, its closing barrier left to the verdict barrier after it (device_comm::run's)
+//   part     verdict, with the worker's share and the choice of path computed in the loop (they
+//            are loop-invariant here: the compiler may hoist them)
+//   share    the public algorithm (all_reduce_one_shot): part, with the pipelined path for shares
+//            that do not fit one step compiled beside it, never taken here
 //   full     the real call, comm.all_reduce<one_shot, ll_packet<4>> (adds device_comm's checks,
 //            the call description and the share computed per call)
 // Prints µs per all-reduce for each variant and size, and checks every result.
@@ -33,8 +38,9 @@ using gpu = ark::platform::gpu;
 using comm_t = ark::communicator<gpu>;
 using B = ark::dma::ll_packet<4>;
 
-enum variant { packets, barrier, hwrite, implied, credit, lean, full, variants };
-const char* const variant_names[] = {"packets", "barrier", "hwrite", "implied", "credit", "lean", "full"};
+enum variant { packets, barrier, hwrite, implied, credit, lean, verdict, part, share, full, variants };
+const char* const variant_names[] = {"packets", "barrier", "hwrite", "implied", "credit",
+                                     "lean",    "verdict", "part",   "share",   "full"};
 
 #if defined(ARK_GPU_COMPILER)
 template <int V>
@@ -57,6 +63,37 @@ __global__ void anatomy(const ark::device_comm<gpu> comm, const float* in, float
       for (int it = 0; it < iters; ++it) {
         const auto c = comm.make_context<B>(g, w, nw, d);
         if (!ark::algorithms::detail::all_reduce_one_shot_ll(c, in, out, mine, ark::op::sum{})) return;
+      }
+      return;
+    }
+    if constexpr (V ==
+                  verdict) { // lean, its closing barrier left to a verdict barrier, as device_comm::run does
+      if (!ark::algorithms::detail::one_shot_single_step<float>(ctx, mine)) return;
+      for (int it = 0; it < iters; ++it) {
+        const auto c = comm.make_context<B>(g, w, nw, d);
+        const bool ok = ark::algorithms::detail::all_reduce_one_shot_ll<ark::algorithms::ending::verdict>(
+            c, in, out, mine, ark::op::sum{});
+        if (g.sync_any(!ok)) return;
+      }
+      return;
+    }
+    if constexpr (V == part) { // verdict, with the share and the choice of path in the loop
+      for (int it = 0; it < iters; ++it) {
+        const auto c = comm.make_context<B>(g, w, nw, d);
+        const ark::elem_range m = c.partition<float>(n);
+        if (!ark::algorithms::detail::one_shot_single_step<float>(c, m)) return;
+        const bool ok = ark::algorithms::detail::all_reduce_one_shot_ll<ark::algorithms::ending::verdict>(
+            c, in, out, m, ark::op::sum{});
+        if (g.sync_any(!ok)) return;
+      }
+      return;
+    }
+    if constexpr (V == share) { // the public algorithm: part, and the pipelined path beside it
+      for (int it = 0; it < iters; ++it) {
+        const auto c = comm.make_context<B>(g, w, nw, d);
+        const bool ok = ark::algorithms::all_reduce_one_shot<ark::algorithms::ending::verdict>(
+            c, in, out, n, ark::op::sum{});
+        if (g.sync_any(!ok)) return;
       }
       return;
     }
@@ -97,8 +134,9 @@ __global__ void anatomy(const ark::device_comm<gpu> comm, const float* in, float
 }
 
 using kernel_t = void (*)(ark::device_comm<gpu>, const float*, float*, std::size_t, int);
-const kernel_t kernels[] = {anatomy<packets>, anatomy<barrier>, anatomy<hwrite>, anatomy<implied>,
-                            anatomy<credit>,  anatomy<lean>,    anatomy<full>};
+const kernel_t kernels[] = {anatomy<packets>, anatomy<barrier>, anatomy<hwrite>,  anatomy<implied>,
+                            anatomy<credit>,  anatomy<lean>,    anatomy<verdict>, anatomy<part>,
+                            anatomy<share>,   anatomy<full>};
 static_assert(sizeof(kernels) / sizeof(kernels[0]) == variants);
 #endif
 

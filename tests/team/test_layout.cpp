@@ -125,3 +125,19 @@ TEST_CASE("call_desc: the tag LL packets carry tells calls apart") {
             }
   CHECK(tags.size() == n);
 }
+
+TEST_CASE("call_desc: a packet flag (step xor tag) of one call does not meet another's a few steps on") {
+  // the structured case an unmixed tag had: counts whose low words differ by the xor of two
+  // nearby steps' flags (e.g. 100 and 106 with steps 5 and 7) gave equal second-half flags
+  using ark::collective;
+  int meets = 0;
+  for (std::uint64_t c1 = 1; c1 < 600; ++c1)
+    for (std::uint64_t d = 1; d < 64; ++d) {
+      const std::uint64_t c2 = c1 ^ d;
+      const auto t1 = ark::call_desc::make(collective::all_reduce, 1, 0, 0, 2, 2, 0, c1).tag();
+      const auto t2 = ark::call_desc::make(collective::all_reduce, 1, 0, 0, 2, 2, 0, c2).tag();
+      for (std::uint32_t s1 = 1; s1 < 64; ++s1)
+        for (std::uint32_t k = 1; k <= 8; ++k) meets += ((s1 ^ t1) == ((s1 + 2 * k) ^ t2)) ? 1 : 0;
+    }
+  CHECK(meets == 0);
+}

@@ -10,9 +10,11 @@
 // (call_desc::tag): a receiver that finds both as it expects has this step's packet of a call
 // like its own, and needs no header to know it. The header is read only when a packet is late,
 // to name a mismatch (ll_reader::poll); the pipelined path still checks it first (open_recv).
-// What the tag costs: a stale second half passes only if the 16-byte packet was seen torn, and
-// then with probability 2^-32; a call that differs from ours in anything but a count that fits
-// 32 bits passes with probability 2^-32 (call_desc::tag).
+// What the tag costs: a stale second half (of another call) passes only if the 16-byte packet
+// was seen torn (on the host, where the halves are two stores, it can be), and then with
+// probability 2^-32: the tag is mixed, so that step xor tag of one call does not meet another's
+// by construction. A call that differs from ours in anything but a count that fits 32 bits
+// passes with probability 2^-32 (call_desc::tag).
 #pragma once
 
 #include "ark/dma/thread_copy.hpp"

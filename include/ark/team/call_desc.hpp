@@ -59,13 +59,21 @@ struct call_desc {
   /// 32 bits of this description that LL data packets carry in their second flag word
   /// (dma/ll_packet.hpp), so that a receiver checks the call with the data it polls anyway.
   /// Equal descriptions have equal tags; two that differ only in the low 32 bits of the count
-  /// never do; any other two do with probability 2^-32 (a mixed 64-bit word, truncated).
+  /// never do (the last steps are bijective); any other two do with probability 2^-32. The
+  /// final mix also keeps tags of nearby counts far apart, so that a packet's flag (step xor
+  /// tag) of one call never equals that of another call a few steps later by construction.
   ARK_HD std::uint32_t tag() const {
     std::uint64_t x = meta * 0x9e3779b97f4a7c15ull ^ (count >> 32) * 0xc2b2ae3d27d4eb4full;
     x ^= x >> 31;
     x *= 0xbf58476d1ce4e5b9ull;
     x ^= x >> 29;
-    return static_cast<std::uint32_t>(count) ^ static_cast<std::uint32_t>(x >> 32);
+    std::uint32_t h = static_cast<std::uint32_t>(count) ^ static_cast<std::uint32_t>(x >> 32);
+    h ^= h >> 16; // a bijection of 32 bits (murmur3's finaliser)
+    h *= 0x85ebca6bu;
+    h ^= h >> 13;
+    h *= 0xc2b2ae35u;
+    h ^= h >> 16;
+    return h;
   }
 
   /// The first field that differs from `o`, with both values; desc_field::none when equal.

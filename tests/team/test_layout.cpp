@@ -126,6 +126,19 @@ TEST_CASE("call_desc: the tag LL packets carry tells calls apart") {
   CHECK(tags.size() == n);
 }
 
+TEST_CASE("call_desc: no count difference makes the tags of two other descriptions meet") {
+  // before the count was mixed first, descriptions a and b met at every count pair c, c ^ D(a, b):
+  // here dtype 3 and 4 (op 5, 100 workers) met at D = 61794, for any c
+  using ark::collective;
+  int meets = 0;
+  for (std::uint64_t c = 0; c < 4096; ++c)
+    meets += ark::call_desc::make(collective::all_reduce, 1, 3, 5, 2, 100, 0, c).tag() ==
+                     ark::call_desc::make(collective::all_reduce, 1, 4, 5, 2, 100, 0, c ^ 61794).tag()
+                 ? 1
+                 : 0;
+  CHECK(meets == 0);
+}
+
 TEST_CASE("call_desc: a packet flag (step xor tag) of one call does not meet another's a few steps on") {
   // the structured case an unmixed tag had: counts whose low words differ by the xor of two
   // nearby steps' flags (e.g. 100 and 106 with steps 5 and 7) gave equal second-half flags

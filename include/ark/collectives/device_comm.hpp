@@ -105,7 +105,8 @@ struct device_comm {
       const call_desc d = call_desc::make(K, A::id, static_cast<std::uint8_t>(dtype_of<T>), op_id<Op>, B::id,
                                           workers, root, count);
       const context<P, B, G> ctx(g, team, worker, workers, d);
-      // the verdict below is the barrier that makes the outputs visible (algorithms::ending)
+      // the verdict below is the barrier that makes the outputs visible (algorithms::ending);
+      // a backend's finish runs before it and must not read them
       const bool ok = algorithms::run<K, A, algorithms::ending::verdict>(ctx, in, out, count, root, op);
       if constexpr (requires { B::finish(ctx); }) B::finish(ctx);
       // The verdict of every thread (a thread's last loads may fail alone). A failed call marks

@@ -10,11 +10,14 @@
 // (call_desc::tag): a receiver that finds both as it expects has this step's packet of a call
 // like its own, and needs no header to know it. The header is read only when a packet is late,
 // to name a mismatch (ll_reader::poll); the pipelined path still checks it first (open_recv).
-// What the tag costs: a stale second half (of another call) passes only if the 16-byte packet
-// was seen torn (on the host, where the halves are two stores, it can be), and then with
-// probability 2^-32: the tag is mixed, so that step xor tag of one call does not meet another's
-// by construction. A call that differs from ours in anything but a count that fits 32 bits
-// passes with probability 2^-32 (call_desc::tag).
+// What the tag costs. A half is single-copy atomic, a packet is not (HIP stores and loads its
+// halves as two words; CUDA's 16-byte accesses are atomic only per 8 bytes; the host backend
+// uses two words): a reader may see a fresh first half with a stale second one. Before the tag,
+// that stale half always carried another flag; now, if it comes from another call, it carries
+// the same one with odds of 2^-32 (call_desc::tag is mixed so that nearby steps and counts
+// follow no pattern that meets). A packet from this step of a call that differs from ours in anything but
+// a count that fits 32 bits passes with the same odds, per pair of calls. Either would give a
+// wrong result where the header check gave an error.
 #pragma once
 
 #include "ark/dma/thread_copy.hpp"

@@ -1,6 +1,9 @@
 // ark/team/call_desc.hpp: what a rank believes the current call is. Senders write it into the header
 // of every pipeline step; receivers compare it with their own before touching the payload, so a
 // count, dtype, op, root or algorithm that differs between ranks becomes an error, never garbage.
+// One exception, said where it is made: the LL latency path compares a 32-bit tag of it instead
+// (tag(); dma/ll_packet.hpp), exact for a count that differs in its low 32 bits, and for any
+// other difference right but for odds of 2^-32 per pair of calls.
 #pragma once
 
 #include "ark/config.hpp"
@@ -58,22 +61,26 @@ struct call_desc {
 
   /// 32 bits of this description that LL data packets carry in their second flag word
   /// (dma/ll_packet.hpp), so that a receiver checks the call with the data it polls anyway.
-  /// Equal descriptions have equal tags; two that differ only in the low 32 bits of the count
-  /// never do (the last steps are bijective); any other two do with probability 2^-32. The
-  /// final mix also keeps tags of nearby counts far apart, so that a packet's flag (step xor
-  /// tag) of one call never equals that of another call a few steps later by construction.
+  /// Equal descriptions have equal tags. Two that differ only in the low 32 bits of the count
+  /// never do: the count's low word is mixed by a bijection, xor-ed with a word of the rest, and
+  /// mixed by a bijection again. Any other two do with odds of 2^-32 per pair: the count is
+  /// mixed before it meets the rest, so that no fixed count difference makes two descriptions
+  /// meet, and the last mix spreads the tags of nearby counts, so that no structure makes a
+  /// packet's flag (step xor tag) of one call meet another's a few steps later.
   ARK_HD std::uint32_t tag() const {
     std::uint64_t x = meta * 0x9e3779b97f4a7c15ull ^ (count >> 32) * 0xc2b2ae3d27d4eb4full;
     x ^= x >> 31;
     x *= 0xbf58476d1ce4e5b9ull;
     x ^= x >> 29;
-    std::uint32_t h = static_cast<std::uint32_t>(count) ^ static_cast<std::uint32_t>(x >> 32);
-    h ^= h >> 16; // a bijection of 32 bits (murmur3's finaliser)
+    return mix32(mix32(static_cast<std::uint32_t>(count)) ^ static_cast<std::uint32_t>(x >> 32));
+  }
+  /// A bijection of 32 bits (murmur3's finaliser).
+  ARK_HD static std::uint32_t mix32(std::uint32_t h) {
+    h ^= h >> 16;
     h *= 0x85ebca6bu;
     h ^= h >> 13;
     h *= 0xc2b2ae35u;
-    h ^= h >> 16;
-    return h;
+    return h ^ (h >> 16);
   }
 
   /// The first field that differs from `o`, with both values; desc_field::none when equal.

@@ -58,42 +58,25 @@ __global__ void anatomy(const ark::device_comm<gpu> comm, const float* in, float
                                         ark::op_id<ark::op::sum>, B::id, nw, 0, n);
     const auto ctx = comm.make_context<B>(g, w, nw, d);
     const ark::elem_range mine = ctx.partition<float>(n);
-    if constexpr (V == lean) {
-      if (!ark::algorithms::detail::one_shot_single_step<float>(ctx, mine)) return; // then #wrong says so
+    if constexpr (V >= lean) { // the real call's latency path, each row a step closer to full
+      namespace alg = ark::algorithms;
+      if (V != part && V != share && !alg::detail::one_shot_single_step<float>(ctx, mine))
+        return; // then #wrong says so
       for (int it = 0; it < iters; ++it) {
         const auto c = comm.make_context<B>(g, w, nw, d);
-        if (!ark::algorithms::detail::all_reduce_one_shot_ll(c, in, out, mine, ark::op::sum{})) return;
-      }
-      return;
-    }
-    if constexpr (V ==
-                  verdict) { // lean, its closing barrier left to a verdict barrier, as device_comm::run does
-      if (!ark::algorithms::detail::one_shot_single_step<float>(ctx, mine)) return;
-      for (int it = 0; it < iters; ++it) {
-        const auto c = comm.make_context<B>(g, w, nw, d);
-        const bool ok = ark::algorithms::detail::all_reduce_one_shot_ll<ark::algorithms::ending::verdict>(
-            c, in, out, mine, ark::op::sum{});
-        if (g.sync_any(!ok)) return;
-      }
-      return;
-    }
-    if constexpr (V == part) { // verdict, with the share and the choice of path in the loop
-      for (int it = 0; it < iters; ++it) {
-        const auto c = comm.make_context<B>(g, w, nw, d);
-        const ark::elem_range m = c.partition<float>(n);
-        if (!ark::algorithms::detail::one_shot_single_step<float>(c, m)) return;
-        const bool ok = ark::algorithms::detail::all_reduce_one_shot_ll<ark::algorithms::ending::verdict>(
-            c, in, out, m, ark::op::sum{});
-        if (g.sync_any(!ok)) return;
-      }
-      return;
-    }
-    if constexpr (V == share) { // the public algorithm: part, and the pipelined path beside it
-      for (int it = 0; it < iters; ++it) {
-        const auto c = comm.make_context<B>(g, w, nw, d);
-        const bool ok = ark::algorithms::all_reduce_one_shot<ark::algorithms::ending::verdict>(
-            c, in, out, n, ark::op::sum{});
-        if (g.sync_any(!ok)) return;
+        bool ok;
+        if constexpr (V == lean) {
+          ok = alg::detail::all_reduce_one_shot_ll(c, in, out, mine, ark::op::sum{});
+        } else if constexpr (V == verdict) { // its closing barrier left to the verdict below
+          ok = alg::detail::all_reduce_one_shot_ll<alg::ending::verdict>(c, in, out, mine, ark::op::sum{});
+        } else if constexpr (V == part) { // + the share and the choice of path in the loop
+          const ark::elem_range m = c.partition<float>(n);
+          if (!alg::detail::one_shot_single_step<float>(c, m)) return;
+          ok = alg::detail::all_reduce_one_shot_ll<alg::ending::verdict>(c, in, out, m, ark::op::sum{});
+        } else { // share: the public algorithm, with the pipelined path beside the latency path
+          ok = alg::all_reduce_one_shot<alg::ending::verdict>(c, in, out, n, ark::op::sum{});
+        }
+        if (V == lean ? !ok : g.sync_any(!ok)) return;
       }
       return;
     }

@@ -25,6 +25,8 @@
 namespace ark::dma {
 
 namespace detail {
+/// Packets of the call description at the start of every slot; data packet i is packet i + 2.
+inline constexpr std::size_t ll_header_packets = 2;
 ARK_HD inline std::uint32_t ll_flag(std::uint64_t step) { return static_cast<std::uint32_t>(step + 1); }
 ARK_HD inline std::uint64_t ll_half(std::uint32_t data, std::uint32_t flag) {
   return std::uint64_t(data) | std::uint64_t(flag) << 32;
@@ -41,7 +43,9 @@ struct ll_writer {
   std::uint64_t* packets; // the slot, header included
   std::uint32_t flag;     // the step's
   std::uint32_t tagged;   // flag ^ the call's tag: the second half of a data packet
-  ARK_HD void store(std::size_t i, const vec<8>& v) const { put(i + 2, v.w[0], tagged); }
+  ARK_HD void store(std::size_t i, const vec<8>& v) const {
+    put(i + detail::ll_header_packets, v.w[0], tagged);
+  }
   /// Header packet k (0 or 1) carries d.
   ARK_HD void store_header(std::size_t k, std::uint64_t d) const { put(k, d, flag); }
   ARK_HD void put(std::size_t k, std::uint64_t d, std::uint32_t second) const {
@@ -62,7 +66,7 @@ struct ll_reader {
   template <class Ctx>
   ARK_HD bool load(const Ctx& ctx, std::size_t i, vec<8>& v) const {
     std::uint64_t a, b;
-    if (!poll(ctx, packets + 2 * (i + 2), tagged, a, b)) return false;
+    if (!poll(ctx, packets + 2 * (i + detail::ll_header_packets), tagged, a, b)) return false;
     v.w[0] = detail::ll_data(a, b);
     return true;
   }
@@ -70,14 +74,21 @@ struct ll_reader {
   /// Polls the header packets and decodes them.
   template <class Ctx>
   ARK_HD bool header(const Ctx& ctx, call_desc& theirs) const {
+    if (arrived_header(theirs)) return true;
     std::uint64_t a, b, c, d;
-    P::load_ll(packets, a, b); // both header packets in flight at once
+    if (!poll(ctx, packets, flag, a, b) || !poll(ctx, packets + 2, flag, c, d)) return false;
+    theirs = {detail::ll_data(a, b), detail::ll_data(c, d)};
+    return true;
+  }
+
+  /// Whether both header packets of our step have come (then decoded into theirs): one look,
+  /// both packets in flight at once.
+  ARK_HD bool arrived_header(call_desc& theirs) const {
+    std::uint64_t a, b, c, d;
+    P::load_ll(packets, a, b);
     P::load_ll(packets + 2, c, d);
-    if ((!ready(a, b, flag) && !poll(ctx, packets, flag, a, b)) ||
-        (!ready(c, d, flag) && !poll(ctx, packets + 2, flag, c, d)))
-      return false;
-    theirs.count = detail::ll_data(a, b);
-    theirs.meta = detail::ll_data(c, d);
+    if (!ready(a, b, flag) || !ready(c, d, flag)) return false;
+    theirs = {detail::ll_data(a, b), detail::ll_data(c, d)};
     return true;
   }
 
@@ -94,7 +105,7 @@ struct ll_reader {
       P::pause(spins);
       P::load_ll(pk, a, b);
       if (ready(a, b, second)) return true;
-      if ((spins & 63u) == 63u && ((pk >= packets + 4 && other_call(ctx)) ||
+      if ((spins & 63u) == 63u && ((pk >= packets + 2 * detail::ll_header_packets && other_call(ctx)) ||
                                    !ctx.keep_waiting(clock, wait_kind::data, peer, flag, a >> 32)))
         return false;
     }
@@ -103,11 +114,8 @@ struct ll_reader {
   /// Whether the header of our step has come and describes a call other than ours (recorded).
   template <class Ctx>
   ARK_HD bool other_call(const Ctx& ctx) const {
-    std::uint64_t a, b, c, d;
-    P::load_ll(packets, a, b);
-    P::load_ll(packets + 2, c, d);
-    if (!ready(a, b, flag) || !ready(c, d, flag)) return false;
-    return !ctx.check_peer_call(call_desc{detail::ll_data(a, b), detail::ll_data(c, d)}, step, peer, step);
+    call_desc theirs;
+    return arrived_header(theirs) && !ctx.check_peer_call(theirs, step, peer, step);
   }
 
   ARK_HD bool ready(std::uint64_t a, std::uint64_t b, std::uint32_t second) const {

@@ -5,19 +5,22 @@
 //   eager   one call (one kernel launch) per all-reduce, N calls back to back on a stream;
 //   graph   N calls captured in a CUDA graph, the graph launched once;
 //   device  one persistent kernel running N all-reduces through the device-side API (ark only).
-// Variants: ark_auto (the default choice), one_shot, two_shot, ring (each forced), ce (the
-// copy-engine all-reduce, dma::copy_engine, into the registered out buffer; eager only: its flags
-// carry a per-call epoch, so it is not captured; from --ce-min up) and nccl.
+// Variants: ark_auto (the default choice), one_shot, one_step (one-shot's single-step LL path
+// alone, algo::one_step: only where every worker's share fits one LL step), two_shot, ring (each
+// forced), ce (the copy-engine all-reduce, dma::copy_engine, into the registered out buffer;
+// eager only: its flags carry a per-call epoch, so it is not captured; from --ce-min up) and nccl.
 // Prints nccl-tests columns (size, time, algbw, busbw, check) plus ark's time over NCCL's in the
 // same mode (device mode is compared with NCCL's graph mode, its fair floor), and writes a CSV.
 // Each time is the median of three timed runs of N calls.
 //
 //   build/bench/ark_bench [--min BYTES] [--max BYTES] [--csv FILE] [--quick] [--no-early]
 //                         [--slot BYTES] [--workers N] [--ce-min BYTES] [--ce-chunk BYTES]
-//                         [--only VARIANT,...]
+//                         [--only VARIANT,...] [--ranks N]
 // (--no-early: the communicators launch plainly, not early: communicator::config::early_launch;
+// --ranks: N ranks placed round-robin over the GPUs, NCCL left out when they share one (it refuses
+// two ranks on a GPU; keep --max small enough that every rank's blocks fit at once);
 // --slot, --workers: team_config::slot_bytes and ::workers instead of the defaults; --ce-chunk:
-// communicator::config::ce_chunk_bytes; --only: these variants, NCCL always included)
+// communicator::config::ce_chunk_bytes; --only: these variants, and NCCL where it runs)
 #include "ark/ark.hpp"
 
 #include <algorithm>
@@ -47,8 +50,9 @@ using comm_t = ark::communicator<gpu>;
 enum class mode { eager, graph, device };
 const char* mode_name(mode m) { return m == mode::eager ? "eager" : m == mode::graph ? "graph" : "device"; }
 
-enum class variant { ark_auto, one_shot, two_shot, ring, ce, nccl };
-constexpr const char* variant_names[] = {"ark_auto", "one_shot", "two_shot", "ring", "ce", "nccl"};
+enum class variant { ark_auto, one_shot, one_step, two_shot, ring, ce, nccl };
+constexpr const char* variant_names[] = {"ark_auto", "one_shot", "one_step", "two_shot",
+                                         "ring",     "ce",       "nccl"};
 const char* variant_name(variant v) { return variant_names[static_cast<int>(v)]; }
 
 struct options {
@@ -62,7 +66,11 @@ struct options {
   std::size_t ce_min = 1 << 20; // the copy-engine variant from this size up (--ce-min)
   std::size_t ce_chunk = 0;     // communicator::config::ce_chunk_bytes (--ce-chunk; 0: the default)
   unsigned only = 0;            // variants to run, a bit each (--only; 0: all)
-  bool runs(variant v) const { return !only || v == variant::nccl || (only >> static_cast<int>(v)) & 1u; }
+  int ranks = 0;                // ranks, round-robin over the GPUs (--ranks; 0: one per GPU)
+  bool nccl = true;             // NCCL beside ark (not when ranks share a GPU: NCCL refuses that)
+  bool runs(variant v) const {
+    return v == variant::nccl ? nccl : !only || (only >> static_cast<int>(v)) & 1u;
+  }
 };
 
 struct result {
@@ -102,9 +110,9 @@ struct shared_state {
 
 class rank_runner {
 public:
-  rank_runner(shared_state& s, int rank) : s_(s), rank_(rank) {
+  rank_runner(shared_state& s, int rank) : s_(s), rank_(rank), device_(rank % gpu::device_count()) {
     comm_t::config cfg;
-    cfg.device = rank;
+    cfg.device = device_;
     cfg.early_launch = s.opt.early_launch;
     if (s.opt.slot_bytes) cfg.team.slot_bytes = s.opt.slot_bytes;
     if (s.opt.workers) cfg.team.workers = s.opt.workers;
@@ -112,8 +120,8 @@ public:
     comm_ = std::make_unique<comm_t>(ark::in_process_bootstrap(s.group, rank), cfg);
     stream_ = comm_->stream();
     const std::size_t n = s.opt.max_bytes / sizeof(float) + 16;
-    in_ = gpu::allocate(n * sizeof(float), rank);
-    out_ = gpu::allocate(n * sizeof(float), rank);
+    in_ = gpu::allocate(n * sizeof(float), device_);
+    out_ = gpu::allocate(n * sizeof(float), device_);
     comm_->register_buffer(out_.ptr, n * sizeof(float)); // the copy-engine variant writes into it
     std::vector<float> host(std::min<std::size_t>(n, 1 << 24));
     for (std::size_t done = 0; done < n; done += host.size()) {
@@ -133,8 +141,8 @@ public:
 
   void run() {
     for (std::size_t bytes = s_.opt.min_bytes; bytes <= s_.opt.max_bytes; bytes *= 2)
-      for (variant v : {variant::nccl, variant::ark_auto, variant::one_shot, variant::two_shot, variant::ring,
-                        variant::ce})
+      for (variant v : {variant::nccl, variant::ark_auto, variant::one_shot, variant::one_step,
+                        variant::two_shot, variant::ring, variant::ce})
         for (mode m : {mode::eager, mode::graph, mode::device}) {
 #if !defined(ARK_BENCH_NCCL)
           if (v == variant::nccl) continue;
@@ -142,12 +150,20 @@ public:
           if (!s_.opt.runs(v)) continue;
           if (v == variant::nccl && m == mode::device) continue;
           if (v == variant::ce && (m != mode::eager || bytes < s_.opt.ce_min)) continue;
+          if (v == variant::one_step && !fits_one_step(bytes)) continue;
           measure(bytes, v, m);
         }
   }
 
 private:
   static float value(std::size_t i, int rank) { return static_cast<float>((i + 3 * rank) % 7); }
+  /// Whether every worker's share of an all-reduce of `bytes` fits one LL step (algo::one_step).
+  bool fits_one_step(std::size_t bytes) const {
+    return comm_
+        ->plan<ark::collective::all_reduce, ark::algo::one_shot, ark::dma::ll_packet<ark::default_depth>,
+               float>(bytes / sizeof(float))
+        .one_step;
+  }
   float* in() const { return reinterpret_cast<float*>(in_.ptr); }
   float* out() const { return reinterpret_cast<float*>(out_.ptr); }
 
@@ -159,6 +175,9 @@ private:
       break;
     case variant::one_shot:
       comm_->all_reduce<ark::algo::one_shot>(in(), out(), n);
+      break;
+    case variant::one_step:
+      comm_->all_reduce<ark::algo::one_step>(in(), out(), n);
       break;
     case variant::two_shot:
       comm_->all_reduce<ark::algo::two_shot>(in(), out(), n);
@@ -182,13 +201,17 @@ private:
   void launch_device_loop(variant v, std::size_t n, int iters) {
     const auto& cfg = comm_->configuration();
     const std::size_t bytes = n * sizeof(float);
-    const bool ll = ark::select(ark::collective::all_reduce, bytes, s_.world, cfg.tuning).ll;
+    const bool ll =
+        v == variant::one_step || ark::select(ark::collective::all_reduce, bytes, s_.world, cfg.tuning).ll;
     const unsigned workers = ark::select_workers(bytes, cfg.team.workers, cfg.tuning, ll);
     const auto h = comm_->device_handle();
     const unsigned threads = cfg.tuning.threads;
     switch (v) {
     case variant::one_shot:
       device_loop<ark::algo::one_shot><<<workers, threads, 0, stream_>>>(h, in(), out(), n, iters);
+      break;
+    case variant::one_step:
+      device_loop<ark::algo::one_step><<<workers, threads, 0, stream_>>>(h, in(), out(), n, iters);
       break;
     case variant::two_shot:
       device_loop<ark::algo::two_shot><<<workers, threads, 0, stream_>>>(h, in(), out(), n, iters);
@@ -262,7 +285,7 @@ private:
   }
 
   shared_state& s_;
-  int rank_;
+  int rank_, device_;
   std::unique_ptr<comm_t> comm_;
   gpu::stream stream_{};
   gpu::memory in_, out_;
@@ -283,8 +306,14 @@ void report(const shared_state& s, const std::string& command) {
   char date[64];
   const std::time_t now = std::time(nullptr);
   std::strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S UTC", std::gmtime(&now));
-  std::printf("# ark_bench: all-reduce, float sum, out of place, %d x %s\n", s.world,
-              rt::device_name(0).c_str());
+  if (s.opt.nccl)
+    std::printf("# ark_bench: all-reduce, float sum, out of place, %d x %s\n", s.world,
+                rt::device_name(0).c_str());
+  else // ranks share GPUs
+    std::printf(
+        "# ark_bench: all-reduce, float sum, out of place, %d ranks on %d x %s (round-robin: ranks on one "
+        "GPU cross no link; no NCCL)\n",
+        s.world, gpu::device_count(), rt::device_name(0).c_str());
   std::printf("# date %s; driver API %d", date, rt::driver_version());
 #if defined(ARK_BENCH_NCCL)
   int nv = 0;
@@ -341,10 +370,12 @@ int main(int argc, char** argv) {
       opt.ce_chunk = parse_bytes(argv[++i]), command += std::string(" ") + argv[i];
     else if (a == "--only" && i + 1 < argc)
       only = argv[++i], command += std::string(" ") + argv[i];
+    else if (a == "--ranks" && i + 1 < argc)
+      opt.ranks = std::atoi(argv[++i]), command += std::string(" ") + argv[i];
     else {
       std::fprintf(stderr,
                    "usage: %s [--min BYTES] [--max BYTES] [--csv FILE] [--quick] [--no-early] [--slot BYTES] "
-                   "[--workers N] [--ce-min BYTES] [--ce-chunk BYTES] [--only VARIANT,...]\n",
+                   "[--workers N] [--ce-min BYTES] [--ce-chunk BYTES] [--only VARIANT,...] [--ranks N]\n",
                    argv[0]);
       return 64;
     }
@@ -354,27 +385,32 @@ int main(int argc, char** argv) {
     const std::string name = only.substr(b, e - b);
     const auto* v = std::find(std::begin(variant_names), std::end(variant_names), name);
     if (v == std::end(variant_names)) {
-      std::fprintf(stderr, "%s: --only: no variant '%s' (ark_auto, one_shot, two_shot, ring, ce, nccl)\n",
+      std::fprintf(stderr,
+                   "%s: --only: no variant '%s' (ark_auto, one_shot, one_step, two_shot, ring, ce, nccl)\n",
                    argv[0], name.c_str());
       return 64;
     }
     opt.only |= 1u << (v - std::begin(variant_names));
     b = e + 1;
   }
-  const int world = gpu::device_count();
-  if (world < 1) {
+  const int gpus = gpu::device_count();
+  if (gpus < 1) {
     std::fprintf(stderr, "ark_bench: no GPU\n");
     return 1;
   }
+  const int world = opt.ranks > 0 ? opt.ranks : gpus;
+  opt.nccl = world <= gpus;
   ::setenv("NCCL_NVLS_ENABLE", "0", 1); // NVLink multicast stays off on shared machines
   shared_state s(world, opt);
 #if defined(ARK_BENCH_NCCL)
-  s.nccl.resize(world);
-  std::vector<int> devs(world);
-  for (int d = 0; d < world; ++d) devs[d] = d;
-  if (ncclCommInitAll(s.nccl.data(), world, devs.data()) != ncclSuccess) {
-    std::fprintf(stderr, "ark_bench: ncclCommInitAll failed\n");
-    return 1;
+  if (opt.nccl) {
+    s.nccl.resize(world);
+    std::vector<int> devs(world);
+    for (int d = 0; d < world; ++d) devs[d] = d;
+    if (ncclCommInitAll(s.nccl.data(), world, devs.data()) != ncclSuccess) {
+      std::fprintf(stderr, "ark_bench: ncclCommInitAll failed\n");
+      return 1;
+    }
   }
 #endif
   std::vector<std::thread> ranks;

@@ -13,7 +13,8 @@
 //   implied  + the acknowledgement after the receive (what a call whose credits are implied by
 //            the previous call's packets does: context::exchanged)
 //   credit   + the credit wait before the stores (open_send: a flag load and a barrier)
-//   lean     the real call's latency path (all_reduce_one_shot_ll) on a context made per call:
+//   lean     the real call's latency path (all_reduce_one_shot_ll, as instantiated for two ranks)
+//            on a context made per call:
 //            adds the worker's round, loaded and stored in memory, the credits implied after the
 //            first call, and the closing barrier
 //   verdict  lean, its closing barrier left to the verdict barrier after it (device_comm::run's)
@@ -23,6 +24,9 @@
 //            that do not fit one step compiled beside it, never taken here
 //   full     the real call, comm.all_reduce<one_shot, ll_packet<4>> (adds device_comm's checks,
 //            the call description and the share computed per call)
+//   step     the real call with algo::one_step, comm.all_reduce<one_step, ll_packet<4>>: full
+//            without the pipelined path compiled beside the latency path (which that path's mere
+//            presence slowed), and with the loops over peers unrolled for two ranks
 // Prints µs per all-reduce for each variant and size, and checks every result.
 //
 //   build/bench/ll_anatomy [ITERS]
@@ -32,15 +36,16 @@
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 using gpu = ark::platform::gpu;
 using comm_t = ark::communicator<gpu>;
 using B = ark::dma::ll_packet<4>;
 
-enum variant { packets, barrier, hwrite, implied, credit, lean, verdict, part, share, full, variants };
-const char* const variant_names[] = {"packets", "barrier", "hwrite", "implied", "credit",
-                                     "lean",    "verdict", "part",   "share",   "full"};
+enum variant { packets, barrier, hwrite, implied, credit, lean, verdict, part, share, full, step, variants };
+const char* const variant_names[] = {"packets", "barrier", "hwrite", "implied", "credit", "lean",
+                                     "verdict", "part",    "share",  "full",    "step"};
 
 #if defined(ARK_GPU_COMPILER)
 template <int V>
@@ -48,9 +53,10 @@ __global__ void anatomy(const ark::device_comm<gpu> comm, const float* in, float
                         int iters) {
   ark::block_scope g;
   const unsigned w = blockIdx.x, nw = gridDim.x;
-  if constexpr (V == full) {
+  if constexpr (V == full || V == step) {
+    using A = std::conditional_t<V == full, ark::algo::one_shot, ark::algo::one_step>;
     for (int it = 0; it < iters; ++it)
-      if (!comm.all_reduce<ark::algo::one_shot, B>(g, w, nw, in, out, n)) return;
+      if (!comm.all_reduce<A, B>(g, w, nw, in, out, n)) return;
   } else {
     using P = gpu;
     const auto d = ark::call_desc::make(ark::collective::all_reduce, ark::algo::one_shot::id,
@@ -66,13 +72,13 @@ __global__ void anatomy(const ark::device_comm<gpu> comm, const float* in, float
         const auto c = comm.make_context<B>(g, w, nw, d);
         bool ok;
         if constexpr (V == lean) {
-          ok = alg::detail::all_reduce_one_shot_ll(c, in, out, mine, ark::op::sum{});
+          ok = alg::detail::all_reduce_one_shot_ll<alg::ending::barrier, 2>(c, in, out, mine, ark::op::sum{});
         } else if constexpr (V == verdict) { // its closing barrier left to the verdict below
-          ok = alg::detail::all_reduce_one_shot_ll<alg::ending::verdict>(c, in, out, mine, ark::op::sum{});
+          ok = alg::detail::all_reduce_one_shot_ll<alg::ending::verdict, 2>(c, in, out, mine, ark::op::sum{});
         } else if constexpr (V == part) { // + the share and the choice of path in the loop
           const ark::elem_range m = c.partition<float>(n);
           if (!alg::detail::one_shot_single_step<float>(c, m)) return;
-          ok = alg::detail::all_reduce_one_shot_ll<alg::ending::verdict>(c, in, out, m, ark::op::sum{});
+          ok = alg::detail::all_reduce_one_shot_ll<alg::ending::verdict, 2>(c, in, out, m, ark::op::sum{});
         } else { // share: the public algorithm, with the pipelined path beside the latency path
           ok = alg::all_reduce_one_shot<alg::ending::verdict>(c, in, out, n, ark::op::sum{});
         }
@@ -119,7 +125,7 @@ __global__ void anatomy(const ark::device_comm<gpu> comm, const float* in, float
 using kernel_t = void (*)(ark::device_comm<gpu>, const float*, float*, std::size_t, int);
 const kernel_t kernels[] = {anatomy<packets>, anatomy<barrier>, anatomy<hwrite>,  anatomy<implied>,
                             anatomy<credit>,  anatomy<lean>,    anatomy<verdict>, anatomy<part>,
-                            anatomy<share>,   anatomy<full>};
+                            anatomy<share>,   anatomy<full>,    anatomy<step>};
 static_assert(sizeof(kernels) / sizeof(kernels[0]) == variants);
 #endif
 

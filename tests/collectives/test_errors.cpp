@@ -9,22 +9,6 @@
 using namespace ark_test;
 using namespace std::chrono_literals;
 
-namespace {
-
-template <class E, class F>
-std::string message_of(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "no exception";
-}
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-
-} // namespace
-
 TEST_CASE("errors: bad arguments are rejected before any data moves, and the communicator stays usable") {
   test_world w(2);
   std::vector<std::string> msgs[2];

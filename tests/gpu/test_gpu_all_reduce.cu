@@ -1,7 +1,7 @@
 // All-reduce on GPUs against the host reference, one rank alone and several (sharing a GPU on
 // a one-GPU machine), in place and not, over every size class. Each dimension is covered in
 // full: every algorithm x depth (thread copies), every depth (LL packets), every op, every dtype,
-// and the automatic choice.
+// the automatic choice, and algo::one_step.
 #include "gpu_support.hpp"
 
 using namespace ark_test;
@@ -23,6 +23,19 @@ TEST_CASE("gpu all_reduce: LL packets, every depth and every algorithm") {
                                                  type_list<ark::dma::ll_packet<2>>{}, sum_only{});
   gpu_matrix<ark::collective::all_reduce, float>(type_list<ark::algo::ring>{},
                                                  type_list<ark::dma::ll_packet<8>>{}, sum_only{});
+}
+
+// algo::one_step launched from the host: sizes whose every worker's share fits one LL step
+// (gpu_small_config: 256 threads, 512 floats a worker, a worker per 2 KB: up to 8 workers)
+TEST_CASE("gpu all_reduce: algo::one_step, every depth and op") {
+  ARK_REQUIRE_GPUS(1);
+  const std::vector<std::size_t> fit{0, 1, 7, 67, 1000, 3001};
+  run_matrix<ark::collective::all_reduce, float, gpu>(type_list<ark::algo::one_step>{},
+                                                      all_depths<ark::dma::ll_packet>{}, sum_only{},
+                                                      gpu_small_config(), gpu_worlds(), fit);
+  run_matrix<ark::collective::all_reduce, float, gpu>(type_list<ark::algo::one_step>{},
+                                                      type_list<ark::dma::ll_packet<4>>{}, all_ops{},
+                                                      gpu_small_config(), gpu_worlds(), fit);
 }
 
 TEST_CASE("gpu all_reduce: every op") {

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <random>
@@ -38,6 +39,33 @@ template <class B, class Loop>
 __global__ void persistent_kernel(const Loop loop) {
   ark::block_scope block;
   loop(loop.comm.template make_context<B>(block, blockIdx.x, gridDim.x, ark::call_desc{}));
+}
+
+/// `calls` all-reduces (max) of n floats from inside one kernel: even ranks call algo::one_step,
+/// odd ranks one_shot (the same protocol). A failed call counts in *failed.
+__global__ void one_step_calls(const ark::device_comm<gpu> comm, int rank, const float* in, float* out,
+                               std::size_t n, int calls, int* failed) {
+  ark::block_scope block;
+  using B = ark::dma::ll_packet<4>;
+  for (int k = 0; k < calls; ++k) {
+    const float* i = in + k * n;
+    float* o = out + k * n;
+    const bool ok =
+        rank % 2 == 0
+            ? comm.all_reduce<ark::algo::one_step, B>(block, blockIdx.x, gridDim.x, i, o, n, ark::op::max{})
+            : comm.all_reduce<ark::algo::one_shot, B>(block, blockIdx.x, gridDim.x, i, o, n, ark::op::max{});
+    if (!ok) {
+      if (threadIdx.x == 0) atomicAdd(failed, 1);
+      return;
+    }
+  }
+}
+
+float one_step_input(int rank, int call, std::size_t i) {
+  return static_cast<float>((static_cast<unsigned>(i) * 2654435761u ^ static_cast<unsigned>(call) * 40503u ^
+                             static_cast<unsigned>(rank) * 97u) %
+                            1000u) -
+         500.0f;
 }
 
 } // namespace
@@ -148,6 +176,46 @@ TEST_CASE("gpu device-side API: a persistent kernel loops compute + all-reduce w
         bad[rank] += out[i] != examples::persistent_loop_expected(i, iterations, world);
     });
     for (int r = 0; r < world; ++r) CHECK(bad[r] == 0);
+  }
+}
+
+TEST_CASE("gpu device-side API: algo::one_step in a persistent kernel, the peers on one_shot, 200 calls") {
+  ARK_REQUIRE_GPUS(1);
+  for (int world : gpu_worlds()) {
+    basic_world<gpu> w(world, gpu_small_config());
+    std::vector<std::size_t> bad(world, 0);
+    std::vector<int> failed(world, -1);
+    w.run([&](gpu_comm& c, int rank) {
+      // 8 workers of 256 threads: shares of 376 floats, within one step (512 fit)
+      const std::size_t n = 3001;
+      const int calls = 200;
+      std::vector<float> in(calls * n);
+      for (int k = 0; k < calls; ++k)
+        for (std::size_t i = 0; i < n; ++i) in[k * n + i] = one_step_input(rank, k, i);
+      dbuf<float> din(calls * n, rank), dout(calls * n + 1, rank);
+      din.upload(in);
+      dout.upload(std::vector<float>(calls * n + 1, -1e30f)); // poison, and a guard past the end
+      dbuf<int> dfailed(1, rank);
+      dfailed.upload({0});
+      one_step_calls<<<8, 256, 0, c.stream()>>>(c.device_handle(), rank, din.get(), dout.get(), n, calls,
+                                                dfailed.get());
+      c.synchronize();
+      failed[rank] = dfailed.download()[0];
+      const auto out = dout.download();
+      for (int k = 0; k < calls; ++k)
+        for (std::size_t i = 0; i < n; ++i) {
+          float want = one_step_input(0, k, i);
+          for (int r = 1; r < world; ++r) want = std::max(want, one_step_input(r, k, i));
+          bad[rank] += out[k * n + i] != want;
+        }
+      bad[rank] += out[calls * n] != -1e30f;
+    });
+    for (int r = 0; r < world; ++r) {
+      CAPTURE(world);
+      CAPTURE(r);
+      CHECK(failed[r] == 0);
+      CHECK(bad[r] == 0);
+    }
   }
 }
 

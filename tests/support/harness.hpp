@@ -282,4 +282,19 @@ void poison(std::vector<T>& v, unsigned char byte) {
   if (!v.empty()) std::memset(static_cast<void*>(v.data()), byte, v.size() * sizeof(T));
 }
 
+/// The message of the E that f throws ("no exception" if none).
+template <class E, class F>
+std::string message_of(F&& f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what();
+  }
+  return "no exception";
+}
+
+inline bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
 } // namespace ark_test

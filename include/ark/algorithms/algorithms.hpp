@@ -24,6 +24,17 @@ struct one_shot {
   static constexpr std::uint8_t id = 1;
   static constexpr const char* name = "one_shot";
 };
+/// All-reduce: one_shot for calls whose every worker's share fits one LL step, and nothing else:
+/// the latency path alone, without one_shot's pipelined path, which slowed a call inside a
+/// persistent kernel just by being compiled into it (docs/perf.md, 2026-12-01 runs ab-af). Runs
+/// over LL packets (dma::automatic picks them). A larger share fails: from the host with
+/// invalid_argument before anything launches (call_plan::one_step says whether a call fits); on
+/// the device with errc::unsupported, on every rank alike. It is one_shot on the wire (same id,
+/// same protocol): ranks may mix the two.
+struct one_step {
+  static constexpr std::uint8_t id = one_shot::id;
+  static constexpr const char* name = "one_step";
+};
 /// All-reduce: direct reduce-scatter, then direct all-gather.
 struct two_shot {
   static constexpr std::uint8_t id = 2;
@@ -56,8 +67,8 @@ namespace algorithms {
 /// Whether algorithm A implements collective K.
 template <collective K, class A>
 inline constexpr bool implements = (K == collective::all_reduce &&
-                                    (std::is_same_v<A, algo::one_shot> || std::is_same_v<A, algo::two_shot> ||
-                                     std::is_same_v<A, algo::ring>)) ||
+                                    (std::is_same_v<A, algo::one_shot> || std::is_same_v<A, algo::one_step> ||
+                                     std::is_same_v<A, algo::two_shot> || std::is_same_v<A, algo::ring>)) ||
                                    ((K == collective::reduce_scatter || K == collective::all_gather) &&
                                     (std::is_same_v<A, algo::direct> || std::is_same_v<A, algo::ring>)) ||
                                    ((K == collective::broadcast || K == collective::reduce) &&
@@ -69,6 +80,8 @@ template <collective K, class A, ending E = ending::barrier, class Ctx, class T,
 ARK_HD bool run(const Ctx& ctx, const T* in, T* out, std::size_t count, int root, const Op& op) {
   if constexpr (K == collective::all_reduce && std::is_same_v<A, algo::one_shot>)
     return all_reduce_one_shot<E>(ctx, in, out, count, op);
+  else if constexpr (K == collective::all_reduce && std::is_same_v<A, algo::one_step>)
+    return all_reduce_one_step<E>(ctx, in, out, count, op);
   else if constexpr (K == collective::all_reduce && std::is_same_v<A, algo::two_shot>)
     return all_reduce_two_shot(ctx, in, out, count, op);
   else if constexpr (K == collective::all_reduce && std::is_same_v<A, algo::ring>)
@@ -88,7 +101,7 @@ ARK_HD bool run(const Ctx& ctx, const T* in, T* out, std::size_t count, int root
   else
     static_assert(ark::detail::dependent_false<A>,
                   "ark: this algorithm does not implement this collective "
-                  "(all_reduce: one_shot, two_shot, ring; reduce_scatter and "
+                  "(all_reduce: one_shot, one_step, two_shot, ring; reduce_scatter and "
                   "all_gather: direct, ring; broadcast and reduce: direct)");
 }
 

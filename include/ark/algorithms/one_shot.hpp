@@ -23,12 +23,19 @@ namespace detail {
 /// per thread, more than a 512-thread block of the user's own kernel may use.
 inline constexpr std::size_t one_shot_held = 1;
 
-/// Whether this worker's share takes the single-step LL path: it fits one LL step and each
-/// thread holds at most one_shot_held of its vectors.
+/// The most elements of T a worker's share may hold to take the single-step LL path: one LL
+/// step's payload, and at most one_shot_held vectors of `vec_bytes` per thread of the worker's
+/// `threads`. The host computes it too, to choose algo::one_step (communicator::run).
+template <class T>
+ARK_HD std::size_t one_step_max_elems(const layout& l, std::size_t threads, std::size_t vec_bytes) {
+  return min_of(piece_elems<T>(l, true), one_shot_held * threads * vec_bytes / sizeof(T));
+}
+
+/// Whether this worker's share takes the single-step LL path (see one_step_max_elems).
 template <class T, class Ctx>
 ARK_HD bool one_shot_single_step(const Ctx& ctx, elem_range mine) {
-  return Ctx::backend::ll && mine.len != 0 && mine.len <= ctx.template piece_elems<T>() &&
-         div_up(mine.len * sizeof(T), Ctx::backend::vec_bytes) <= one_shot_held * ctx.g.size();
+  return Ctx::backend::ll && mine.len != 0 &&
+         mine.len <= one_step_max_elems<T>(ctx.lay(), ctx.g.size(), Ctx::backend::vec_bytes);
 }
 
 /// The latency path: the one-shot all-reduce of a share that fits one LL step. The protocol is
@@ -44,14 +51,25 @@ ARK_HD bool one_shot_single_step(const Ctx& ctx, elem_range mine) {
 ///     so the next call neither reads them nor needs a barrier before its stores.
 /// Two barriers per call (three without implied credits; the last makes the outputs visible to
 /// the scope, and is left to the caller with ending::verdict), against six on the pipelined path.
-template <ending E = ending::barrier, class Ctx, class T, class Op>
+///
+/// `World`: the team's size when known at compile time (0: read from the team). With it the loops
+/// over peers unroll, and every peer's slot address is computed once: at two ranks, 0.2 us less
+/// per call on one H200 (docs/perf.md, 2026-12-01 runs ab-ad); all_reduce_one_step instantiates it
+/// for two ranks. Peers are visited from the next rank on (rank + 1, rank + 2, ...), so at more
+/// ranks no rank is every sender's first target, and thread k writes the header of the k-th of
+/// them, whose first data packet it stores too.
+template <ending E = ending::barrier, int World = 0, class Ctx, class T, class Op>
 ARK_HD bool all_reduce_one_shot_ll(const Ctx& ctx, const T* in, T* out, elem_range mine, const Op& op) {
   using B = typename Ctx::backend;
   using P = typename Ctx::platform;
   constexpr std::size_t V = B::vec_bytes, H = one_shot_held;
   const std::uint64_t step = ctx.round;
-  const int rank = ctx.rank(), world = ctx.world();
+  const int rank = ctx.rank(), world = World != 0 ? World : ctx.world();
   const std::size_t t = ctx.g.thread_rank(), nt = ctx.g.size();
+  auto peer_after = [&](int k) { // the k-th peer after us, k in [0, world - 1)
+    const int p = rank + 1 + k;
+    return p >= world ? p - world : p;
+  };
   const std::size_t bytes = mine.len * sizeof(T), nv = div_up(bytes, V);
   const auto* src = reinterpret_cast<const std::byte*>(in + mine.begin);
   auto* dst = reinterpret_cast<std::byte*>(out + mine.begin);
@@ -65,18 +83,16 @@ ARK_HD bool all_reduce_one_shot_ll(const Ctx& ctx, const T* in, T* out, elem_ran
   for (std::size_t j = 0; j < H; ++j)
     if (t + j * nt < nv) own[j] = dma::load_prefix<P, V>(src + V * (t + j * nt), bytes - V * (t + j * nt));
   if (ctx.failed_before) return false; // see dma::wait_credit; every thread read the same word
-  if (ctx.exchanged)
-    dma::for_each_peer(ctx, dma::peers::all(), [&](int p) {
-      B::write_header(ctx, p, step);
-      return true;
-    });
-  else if (!B::open_send(ctx, dma::peers::all(), step))
+  if (ctx.exchanged) {
+    for (std::size_t k = t; k + 1 < static_cast<std::size_t>(world); k += nt)
+      B::write_header(ctx, peer_after(static_cast<int>(k)), step);
+  } else if (!B::open_send(ctx, dma::peers::all(), step)) {
     return false;
+  }
 
   // 2. packets to every peer
   for (std::size_t j = 0; j < H && t + j * nt < nv; ++j)
-    for (int p = 0; p < world; ++p)
-      if (p != rank) B::tx(ctx, p, step).store(t + j * nt, own[j]);
+    for (int k = 0; k + 1 < world; ++k) B::tx(ctx, peer_after(k), step).store(t + j * nt, own[j]);
 
   // 3. every peer's packets, folded in rank order. A packet that carries our call's tag is of a
   // call like ours (ll_packet.hpp): no header is read unless one is late
@@ -135,6 +151,28 @@ ARK_HD bool all_reduce_one_shot(const Ctx& ctx, const T* in, T* out, std::size_t
         return true;
       },
       true);
+}
+
+/// The one-shot all-reduce of shares that fit one LL step, alone (algo::one_step): the latency
+/// path of all_reduce_one_shot without its pipelined path compiled beside it. That path's code,
+/// though never run for such shares, made a call inside a persistent kernel 0.25-0.43 us slower
+/// on one H200 (docs/perf.md, 2026-12-01 runs ab-af). The protocol is one_shot's, so a rank's
+/// one_step call meets a peer's one_shot call of the same count. A share that does not fit
+/// (one_step_max_elems) fails the call on every rank alike, with errc::unsupported; an empty
+/// share returns at once.
+template <ending E = ending::barrier, class Ctx, class T, class Op>
+ARK_HD bool all_reduce_one_step(const Ctx& ctx, const T* in, T* out, std::size_t count, const Op& op) {
+  static_assert(Ctx::backend::ll, "ark: algo::one_step runs over LL packets (dma::ll_packet)");
+  const elem_range mine = ctx.template partition<T>(count);
+  if (mine.len == 0) return true;
+  if (!detail::one_shot_single_step<T>(ctx, mine)) {
+    if (ctx.g.thread_rank() == 0)
+      ctx.fail(errc::unsupported, static_cast<std::uint32_t>(unsupported_kind::one_step), -1, ctx.round,
+               mine.len, detail::one_step_max_elems<T>(ctx.lay(), ctx.g.size(), Ctx::backend::vec_bytes));
+    return false;
+  }
+  return ctx.world() == 2 ? detail::all_reduce_one_shot_ll<E, 2>(ctx, in, out, mine, op)
+                          : detail::all_reduce_one_shot_ll<E>(ctx, in, out, mine, op);
 }
 
 } // namespace ark::algorithms

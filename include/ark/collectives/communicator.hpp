@@ -47,6 +47,9 @@ struct call_plan {
   unsigned ctas = 0;          ///< thread blocks occupied (GPU) / thread teams (host)
   unsigned threads = 0;       ///< threads per block
   bool copy_engine_only = false;
+  /// A one-shot all-reduce over LL packets whose every worker's share fits one LL step: a call
+  /// that algo::one_step may run (with the same workers and threads), in a persistent kernel too.
+  bool one_step = false;
   std::size_t scratch_bytes = 0; ///< bytes of the symmetric region the call's channels occupy
 };
 
@@ -565,8 +568,11 @@ public:
       p.scratch_bytes = static_cast<std::size_t>(team_.world) * layout::ce_flags * layout::flag_stride;
       return p;
     }
+    constexpr bool one_step = std::is_same_v<A, algo::one_step>;
+    if constexpr (one_step && !std::is_same_v<B, dma::automatic>)
+      static_assert(B::ll, "ark: algo::one_step runs over LL packets (dma::ll_packet)");
     p.algorithm = std::is_same_v<A, algo::automatic> ? c.algorithm : A::id;
-    bool ll = c.ll, engine = false;
+    bool ll = c.ll || one_step, engine = false;
     if constexpr (!std::is_same_v<B, dma::automatic> && !ce) {
       ll = B::ll, engine = !B::direct;
       p.backend = B::id;
@@ -579,6 +585,19 @@ public:
                                       std::to_string(team_.lay.workers));
     p.ctas = workers;
     p.threads = cfg_.tuning.threads;
+    if (K == collective::all_reduce && p.algorithm == algo::one_shot::id && ll) {
+      const std::size_t most =
+          algorithms::detail::one_step_max_elems<T>(team_.lay, p.threads, dma::ll_packet<1>::vec_bytes);
+      std::size_t largest = 0;
+      for (unsigned w = 0; w < workers; ++w)
+        largest = std::max(largest, split({0, count}, workers, w, align_elems<T>).len);
+      p.one_step = largest <= most;
+      if (one_step && !p.one_step)
+        detail::throw_invalid(
+            call, "algo::one_step needs every worker's share to fit one LL step: " + std::to_string(largest) +
+                      " elements in a share of " + std::to_string(workers) + " workers, at most " +
+                      std::to_string(most) + " fit (use algo::one_shot, or more workers)");
+    }
     const layout& l = team_.lay;
     p.scratch_bytes = static_cast<std::size_t>(workers) * l.world *
                       (3 * layout::flag_stride +
@@ -597,7 +616,9 @@ private:
     const std::size_t bytes = count * sizeof(T);
     const launch_shape shape{plan<K, A, B, T>(count, o).ctas, cfg_.tuning.threads};
     const device_comm<P> handle = with_timeout(o);
-    // resolve an automatic choice here: each launch then runs the one algorithm it needs
+    // resolve an automatic choice here: each launch then runs the one algorithm it needs. (A
+    // one-shot call that would fit algo::one_step keeps one_shot's kernel: launched from the host,
+    // one_step's measured no faster, docs/perf.md run ae.)
     ark::with_choice<K, A, B>(select(K, bytes, world(), cfg_.tuning), [&](auto a, auto b) {
       using A1 = decltype(a);
       using B1 = decltype(b);

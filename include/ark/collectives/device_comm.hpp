@@ -37,6 +37,8 @@ ARK_HD bool with_backend(choice c, A a, F& f) {
     return false; // never chosen for K
   else if constexpr (!std::is_same_v<B, dma::automatic>)
     return f(a, B{});
+  else if constexpr (std::is_same_v<A, algo::one_step>) // LL only, whatever the size
+    return f(a, dma::ll_packet<default_depth>{});
   else if (c.ll)
     return f(a, dma::ll_packet<default_depth>{});
   else
@@ -99,7 +101,8 @@ struct device_comm {
       if (worker >= workers || workers > team.lay.workers || B::depth > team.lay.max_depth() ||
           (!B::direct && !team.lay.has_staging()) || !served) {
         if (g.thread_rank() == 0)
-          record_error<P>(team, errc::unsupported, 0, -1, worker, 0, workers, team.lay.workers);
+          record_error<P>(team, errc::unsupported, static_cast<std::uint32_t>(unsupported_kind::setup), -1,
+                          worker, 0, workers, team.lay.workers);
         return false;
       }
       const call_desc d = call_desc::make(K, A::id, static_cast<std::uint8_t>(dtype_of<T>), op_id<Op>, B::id,

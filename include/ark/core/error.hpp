@@ -34,6 +34,16 @@ enum class wait_kind : std::uint32_t {
   flag = 5,    ///< a user-level flag (custom collectives)
 };
 
+/// What a device call found unsupported (error_record::what of an errc::unsupported record).
+enum class unsupported_kind : std::uint32_t {
+  /// a worker count, depth, staging or engine the communicator was not set up for (mine: the
+  /// call's workers, theirs: team_config.workers)
+  setup = 0,
+  /// algo::one_step with a worker's share larger than one LL step (mine: the share's elements,
+  /// theirs: the most one step carries)
+  one_step = 1,
+};
+
 /// Which field of a call description differed between two ranks.
 enum class desc_field : std::uint32_t {
   none = 0,
@@ -183,6 +193,16 @@ inline std::string describe(const error_record& r, int rank) {
     break;
   case errc::aborted:
     s += " while waiting (worker " + std::to_string(r.worker) + ")";
+    break;
+  case errc::unsupported:
+    if (static_cast<unsupported_kind>(r.what) == unsupported_kind::one_step)
+      s += ": algo::one_step needs every worker's share to fit one LL step; worker " +
+           std::to_string(r.worker) + "'s holds " + std::to_string(r.mine) + " elements, at most " +
+           std::to_string(r.theirs) + " fit (use algo::one_shot, or more workers)";
+    else
+      s += " by this communicator's setup (worker " + std::to_string(r.worker) + " of " +
+           std::to_string(r.mine) + ", team_config.workers " + std::to_string(r.theirs) +
+           "; or a depth, staging or engine it lacks)";
     break;
   default:
     break;

@@ -41,6 +41,14 @@ ARK_HD inline elem_range split(elem_range r, unsigned parts, unsigned i, std::si
   return {r.begin + b, e - b};
 }
 
+/// Elements of T one pipeline step carries (a slot's payload, LL or not), a multiple of
+/// align_elems<T>.
+template <class T>
+ARK_HD std::size_t piece_elems(const layout& l, bool ll) {
+  const std::size_t bytes = ll ? l.ll_slot_bytes : l.slot_bytes;
+  return bytes / sizeof(T) / align_elems<T> * align_elems<T>;
+}
+
 /// Records the first failure of a rank in its control block; later ones are dropped. The first
 /// failing worker claims the record with an atomic on the rank's own (device) memory, then writes
 /// it with plain stores, the code last: the control block is host memory, where GPUs have no
@@ -113,8 +121,7 @@ public:
   /// Elements of T one pipeline step carries (a slot's payload), a multiple of align_elems<T>.
   template <class T>
   ARK_HD std::size_t piece_elems() const {
-    const std::size_t bytes = B::ll ? lay().ll_slot_bytes : lay().slot_bytes;
-    return bytes / sizeof(T) / align_elems<T> * align_elems<T>;
+    return ark::piece_elems<T>(lay(), B::ll);
   }
 
   // -- failures ---------------------------------------------------------------------------------

@@ -1,0 +1,155 @@
+// algo::one_step: one-shot's single-step LL path alone (algorithms/one_shot.hpp), named by the
+// caller, from the host or inside a kernel; call_plan::one_step says whether a call fits. Checked
+// against the reference on random data, mixed with one_shot on the peers (one protocol), and
+// refused, on every rank and before anything moves, when a share does not fit one step.
+#include "../support/collective_check.hpp"
+
+#include <array>
+#include <string>
+
+using namespace ark_test;
+
+namespace {
+
+using ll2 = ark::dma::ll_packet<2>;
+
+/// With small_config(16), a worker holds at most 16 threads x 8 bytes: float 32 elements, fp16
+/// 64, uint8 128, double 16 (and one LL slot, 512 bytes).
+std::size_t most_per_worker(std::size_t elem_bytes) { return 16 * 8 / elem_bytes; }
+
+/// Every rank's all-reduce of `calls` rounds from inside one launch of `workers` workers: even
+/// ranks call one_step, odd ranks one_shot. Each thread 0 records its worker's verdict.
+struct mixed_calls {
+  ark::device_comm<host> comm;
+  int rank;
+  const float* in;
+  float* out;
+  std::size_t n;
+  int calls;
+  bool* ok;
+  template <class G>
+  void operator()(G& g, unsigned w, unsigned nw) const {
+    bool all = true;
+    for (int k = 0; k < calls; ++k) {
+      const float* i = in + k * n;
+      float* o = out + k * n;
+      all = (rank % 2 == 0 ? comm.all_reduce<ark::algo::one_step, ll2>(g, w, nw, i, o, n)
+                           : comm.all_reduce<ark::algo::one_shot, ll2>(g, w, nw, i, o, n)) &&
+            all;
+    }
+    if (g.thread_rank() == 0) ok[w] = all;
+  }
+};
+
+float input_at(int rank, int call, std::size_t i) {
+  return static_cast<float>((rank * 7 + call * 3 + static_cast<int>(i) * 5) % 13 - 6);
+}
+
+} // namespace
+
+TEST_CASE_TEMPLATE("one_step: every dtype, op, depth and world, from the host, against the reference", T,
+                   float, double, ark::fp16, ark::bf16, std::int32_t, std::int64_t, std::uint8_t) {
+  const std::size_t most = most_per_worker(sizeof(T));
+  run_matrix<ark::collective::all_reduce, T>(type_list<ark::algo::one_step>{},
+                                             all_depths<ark::dma::ll_packet>{}, all_ops{}, small_config(16),
+                                             {1, 2, 3, 4, 8}, {0, 1, 7, most - 1, most});
+  // the backend left automatic is LL for one_step, whatever the size would pick
+  run_matrix<ark::collective::all_reduce, T>(type_list<ark::algo::one_step>{},
+                                             type_list<ark::dma::automatic>{}, type_list<ark::op::max>{},
+                                             small_config(16), {2, 3}, {most});
+}
+
+TEST_CASE("one_step: device calls mixed with one_shot on the peers, three workers, worlds 1 to 5, repeated") {
+  for (int world : {1, 2, 3, 4, 5}) {
+    test_world w(world, small_config(16));
+    // 3 workers split 61 floats 20 / 20 / 21 (4-element units): each share takes one step
+    const std::size_t n = 61;
+    const int calls = 25;
+    std::vector<std::vector<float>> outs(world);
+    std::vector<std::array<bool, 3>> oks(world);
+    w.run([&](comm_t& c, int rank) {
+      std::vector<float> in(calls * n + 1);
+      outs[rank].assign(calls * n + 1, -100.0f); // poison, and a guard past the end
+      for (int k = 0; k < calls; ++k)
+        for (std::size_t i = 0; i < n; ++i) in[k * n + i] = input_at(rank, k, i);
+      oks[rank] = {false, false, false};
+      host::launch(
+          c.stream(), ark::launch_shape{3, 16},
+          mixed_calls{c.device_handle(), rank, in.data(), outs[rank].data(), n, calls, oks[rank].data()});
+      c.synchronize();
+    });
+    for (int rank = 0; rank < world; ++rank) {
+      CAPTURE(world);
+      CAPTURE(rank);
+      for (bool ok : oks[rank]) CHECK(ok);
+      int wrong = 0;
+      for (int k = 0; k < calls; ++k)
+        for (std::size_t i = 0; i < n; ++i) {
+          float want = 0;
+          for (int r = 0; r < world; ++r) want += input_at(r, k, i);
+          wrong += outs[rank][k * n + i] != want;
+        }
+      CHECK(wrong == 0);
+      CHECK(outs[rank][calls * n] == -100.0f);
+    }
+  }
+}
+
+TEST_CASE("one_step: call_plan::one_step says whether every worker's share fits one LL step") {
+  test_world w(2, small_config(16));
+  w.run([](comm_t& c, int) {
+    using ark::collective::all_reduce;
+    using one_shot = ark::algo::one_shot;
+    CHECK(c.plan<all_reduce, one_shot, ll2, float>(32).one_step);
+    CHECK_FALSE(c.plan<all_reduce, one_shot, ll2, float>(33).one_step); // one worker: 33 > 32
+    CHECK(c.plan<all_reduce, one_shot, ll2, float>(0).one_step);
+    CHECK(c.plan<all_reduce, ark::algo::automatic, ark::dma::automatic, double>(16).one_step);
+    CHECK_FALSE(c.plan<all_reduce, one_shot, ark::dma::thread_copy<2>, float>(8).one_step);
+    CHECK_FALSE(c.plan<all_reduce, ark::algo::two_shot, ll2, float>(8).one_step);
+    // three workers of 16 threads: shares up to 32 floats each
+    ark::call_options<host> three;
+    three.workers = 3;
+    CHECK(c.plan<all_reduce, one_shot, ll2, float>(96, three).one_step);
+    CHECK_FALSE(c.plan<all_reduce, one_shot, ll2, float>(100, three).one_step);
+  });
+}
+
+TEST_CASE(
+    "one_step: a share larger than one LL step is refused, from the host before launch, on the device on "
+    "every rank") {
+  test_world w(2, small_config(16));
+  const std::size_t n = 33; // one worker: 33 floats, 32 fit
+  std::vector<std::string> host_msgs(2);
+  std::vector<std::vector<float>> outs(2, std::vector<float>(n, -1.0f));
+  w.run([&](comm_t& c, int rank) {
+    std::vector<float> in(n, 1.0f);
+    host_msgs[rank] = message_of<ark::invalid_argument>(
+        [&] { c.all_reduce<ark::algo::one_step>(in.data(), outs[rank].data(), n); });
+    c.synchronize();
+  });
+  for (int rank = 0; rank < 2; ++rank) {
+    CHECK(contains(host_msgs[rank], "algo::one_step needs every worker's share to fit one LL step"));
+    CHECK(contains(host_msgs[rank], "33 elements in a share of 1 workers, at most 32 fit"));
+    for (float v : outs[rank]) CHECK(v == -1.0f); // nothing ran
+  }
+  bool ok[2] = {true, true};
+  const auto errs = w.try_run([&](comm_t& c, int rank) {
+    std::vector<float> in(n, 1.0f);
+    host::launch(c.stream(), ark::launch_shape{1, 16}, [&](auto& g, unsigned wk, unsigned nw) {
+      const bool r =
+          c.device_handle().all_reduce<ark::algo::one_step, ll2>(g, wk, nw, in.data(), outs[rank].data(), n);
+      if (g.thread_rank() == 0) ok[rank] = r;
+    });
+    c.synchronize();
+  });
+  for (int rank = 0; rank < 2; ++rank) {
+    CAPTURE(rank);
+    CHECK_FALSE(ok[rank]);
+    REQUIRE(static_cast<bool>(errs[rank]));
+    const std::string msg = message_of<ark::error>([&] { std::rethrow_exception(errs[rank]); });
+    CHECK(contains(msg,
+                   "unsupported: algo::one_step needs every worker's share to fit one LL step; worker 0's "
+                   "holds 33 elements, at most 32 fit"));
+    for (float v : outs[rank]) CHECK(v == -1.0f);
+  }
+}

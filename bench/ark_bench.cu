@@ -370,7 +370,7 @@ int main(int argc, char** argv) {
       opt.ce_chunk = parse_bytes(argv[++i]), command += std::string(" ") + argv[i];
     else if (a == "--only" && i + 1 < argc)
       only = argv[++i], command += std::string(" ") + argv[i];
-    else if (a == "--ranks" && i + 1 < argc)
+    else if (a == "--ranks" && i + 1 < argc && std::atoi(argv[i + 1]) >= 1)
       opt.ranks = std::atoi(argv[++i]), command += std::string(" ") + argv[i];
     else {
       std::fprintf(stderr,

@@ -53,10 +53,20 @@ TEST_CASE_TEMPLATE("one_step: every dtype, op, depth and world, from the host, a
   run_matrix<ark::collective::all_reduce, T>(type_list<ark::algo::one_step>{},
                                              all_depths<ark::dma::ll_packet>{}, all_ops{}, small_config(16),
                                              {1, 2, 3, 4, 8}, {0, 1, 7, most - 1, most});
-  // the backend left automatic is LL for one_step, whatever the size would pick
+  // the backend left automatic is LL for one_step, whatever select() picks (here thread copies
+  // from 16 bytes on)
+  auto tc_above_16 = small_config(16);
+  tc_above_16.tuning.ll_max_bytes = 16;
   run_matrix<ark::collective::all_reduce, T>(type_list<ark::algo::one_step>{},
                                              type_list<ark::dma::automatic>{}, type_list<ark::op::max>{},
-                                             small_config(16), {2, 3}, {most});
+                                             tc_above_16, {2, 3}, {most});
+}
+
+// Two threads a worker and up to seven peers: each thread writes the headers of several peers.
+TEST_CASE("one_step: fewer threads than peers") {
+  run_matrix<ark::collective::all_reduce, float>(type_list<ark::algo::one_step>{},
+                                                 type_list<ark::dma::ll_packet<2>>{}, all_ops{},
+                                                 small_config(2), {4, 8}, {1, 3, 4});
 }
 
 TEST_CASE("one_step: device calls mixed with one_shot on the peers, three workers, worlds 1 to 5, repeated") {

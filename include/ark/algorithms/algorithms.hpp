@@ -29,8 +29,10 @@ struct one_shot {
 /// persistent kernel just by being compiled into it (docs/perf.md, 2026-12-01 runs ab-af). Runs
 /// over LL packets (dma::automatic picks them). A larger share fails: from the host with
 /// invalid_argument before anything launches (call_plan::one_step says whether a call fits); on
-/// the device with errc::unsupported, on every rank alike. It is one_shot on the wire (same id,
-/// same protocol): ranks may mix the two.
+/// the device with errc::unsupported, alike on every rank that calls it. It is one_shot on the
+/// wire (same id, same protocol): ranks may mix the two when they run the same backend and
+/// workers (with dma::automatic, one_step takes LL packets whatever the size, one_shot only up to
+/// tuning::ll_max_bytes).
 struct one_step {
   static constexpr std::uint8_t id = one_shot::id;
   static constexpr const char* name = "one_step";

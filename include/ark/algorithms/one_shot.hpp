@@ -25,7 +25,7 @@ inline constexpr std::size_t one_shot_held = 1;
 
 /// The most elements of T a worker's share may hold to take the single-step LL path: one LL
 /// step's payload, and at most one_shot_held vectors of `vec_bytes` per thread of the worker's
-/// `threads`. The host computes it too, to choose algo::one_step (communicator::run).
+/// `threads`. The host computes it too (communicator::plan: call_plan::one_step).
 template <class T>
 ARK_HD std::size_t one_step_max_elems(const layout& l, std::size_t threads, std::size_t vec_bytes) {
   return min_of(piece_elems<T>(l, true), one_shot_held * threads * vec_bytes / sizeof(T));
@@ -57,7 +57,7 @@ ARK_HD bool one_shot_single_step(const Ctx& ctx, elem_range mine) {
 /// per call on one H200 (docs/perf.md, 2026-12-01 runs ab-ad); all_reduce_one_step instantiates it
 /// for two ranks. Peers are visited from the next rank on (rank + 1, rank + 2, ...), so at more
 /// ranks no rank is every sender's first target, and thread k writes the header of the k-th of
-/// them, whose first data packet it stores too.
+/// them (thread 0 the first peer's, whose packets it stores first: at two ranks, one address).
 template <ending E = ending::barrier, int World = 0, class Ctx, class T, class Op>
 ARK_HD bool all_reduce_one_shot_ll(const Ctx& ctx, const T* in, T* out, elem_range mine, const Op& op) {
   using B = typename Ctx::backend;
@@ -157,9 +157,10 @@ ARK_HD bool all_reduce_one_shot(const Ctx& ctx, const T* in, T* out, std::size_t
 /// path of all_reduce_one_shot without its pipelined path compiled beside it. That path's code,
 /// though never run for such shares, made a call inside a persistent kernel 0.25-0.43 us slower
 /// on one H200 (docs/perf.md, 2026-12-01 runs ab-af). The protocol is one_shot's, so a rank's
-/// one_step call meets a peer's one_shot call of the same count. A share that does not fit
-/// (one_step_max_elems) fails the call on every rank alike, with errc::unsupported; an empty
-/// share returns at once.
+/// one_step call meets a peer's one_shot call of the same count over the same backend and
+/// workers. A share that does not fit (one_step_max_elems) fails the call with
+/// errc::unsupported, alike on every rank that calls one_step (a peer on one_shot would wait for
+/// it: a timeout); an empty share returns at once.
 template <ending E = ending::barrier, class Ctx, class T, class Op>
 ARK_HD bool all_reduce_one_step(const Ctx& ctx, const T* in, T* out, std::size_t count, const Op& op) {
   static_assert(Ctx::backend::ll, "ark: algo::one_step runs over LL packets (dma::ll_packet)");

@@ -34,7 +34,8 @@ enum class wait_kind : std::uint32_t {
   flag = 5,    ///< a user-level flag (custom collectives)
 };
 
-/// What a device call found unsupported (error_record::what of an errc::unsupported record).
+/// What a device call found unsupported (error_record::what of an errc::unsupported record from
+/// device_comm; the device-graph engine records its own, wait_kind::engine).
 enum class unsupported_kind : std::uint32_t {
   /// a worker count, depth, staging or engine the communicator was not set up for (mine: the
   /// call's workers, theirs: team_config.workers)
@@ -199,7 +200,7 @@ inline std::string describe(const error_record& r, int rank) {
       s += ": algo::one_step needs every worker's share to fit one LL step; worker " +
            std::to_string(r.worker) + "'s holds " + std::to_string(r.mine) + " elements, at most " +
            std::to_string(r.theirs) + " fit (use algo::one_shot, or more workers)";
-    else
+    else if (static_cast<unsupported_kind>(r.what) == unsupported_kind::setup)
       s += " by this communicator's setup (worker " + std::to_string(r.worker) + " of " +
            std::to_string(r.mine) + ", team_config.workers " + std::to_string(r.theirs) +
            "; or a depth, staging or engine it lacks)";

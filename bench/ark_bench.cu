@@ -197,30 +197,29 @@ private:
     }
   }
 
-  /// `iters` all-reduces run by one persistent kernel (device mode).
+  /// `iters` all-reduces run by one persistent kernel (device mode), on the blocks and threads the
+  /// host would launch the same call with (communicator::plan).
   void launch_device_loop(variant v, std::size_t n, int iters) {
-    const auto& cfg = comm_->configuration();
-    const std::size_t bytes = n * sizeof(float);
-    const bool ll =
-        v == variant::one_step || ark::select(ark::collective::all_reduce, bytes, s_.world, cfg.tuning).ll;
-    const unsigned workers = ark::select_workers(bytes, cfg.team.workers, cfg.tuning, ll);
-    const auto h = comm_->device_handle();
-    const unsigned threads = cfg.tuning.threads;
+    auto launch = [&](auto a) {
+      using A = decltype(a);
+      const ark::call_plan p = comm_->plan<ark::collective::all_reduce, A, ark::dma::automatic, float>(n);
+      device_loop<A><<<p.ctas, p.threads, 0, stream_>>>(comm_->device_handle(), in(), out(), n, iters);
+    };
     switch (v) {
     case variant::one_shot:
-      device_loop<ark::algo::one_shot><<<workers, threads, 0, stream_>>>(h, in(), out(), n, iters);
+      launch(ark::algo::one_shot{});
       break;
     case variant::one_step:
-      device_loop<ark::algo::one_step><<<workers, threads, 0, stream_>>>(h, in(), out(), n, iters);
+      launch(ark::algo::one_step{});
       break;
     case variant::two_shot:
-      device_loop<ark::algo::two_shot><<<workers, threads, 0, stream_>>>(h, in(), out(), n, iters);
+      launch(ark::algo::two_shot{});
       break;
     case variant::ring:
-      device_loop<ark::algo::ring><<<workers, threads, 0, stream_>>>(h, in(), out(), n, iters);
+      launch(ark::algo::ring{});
       break;
     default:
-      device_loop<ark::algo::automatic><<<workers, threads, 0, stream_>>>(h, in(), out(), n, iters);
+      launch(ark::algo::automatic{});
       break;
     }
     rt::check(rt::get_last_error(), "launch device loop");

@@ -27,11 +27,19 @@
 //   step     the real call with algo::one_step, comm.all_reduce<one_step, ll_packet<4>>: full
 //            without the pipelined path compiled beside the latency path (which that path's mere
 //            presence slowed), and with the loops over peers unrolled for two ranks
-// Prints µs per all-reduce for each variant and size, and checks every result.
+// Each variant runs twice: in-kernel (one persistent kernel runs ITERS calls) and launched (each
+// call is a kernel of its own, launched early as ark launches its calls: LAUNCHES of them
+// captured in a CUDA graph, the graph replayed; what a graph-launched call costs beyond the same
+// call inside a running kernel). Launched, `full` and `step` are the communicator's host calls
+// (comm.all_reduce<one_shot or one_step, ll_packet<4>>(in, out, n)), whose kernel computes what
+// it can before it waits for the previous one (platform/gpu.hpp run_workers); the other rows
+// are this file's kernels, which wait first. Prints µs per all-reduce for each variant, size and
+// mode (the slower rank's), and checks every result.
 //
-//   build/bench/ll_anatomy [ITERS]
+//   build/bench/ll_anatomy [ITERS [LAUNCHES]]
 #include "ark/ark.hpp"
 
+#include <algorithm>
 #include <barrier>
 #include <cstdio>
 #include <cstdlib>
@@ -48,9 +56,24 @@ const char* const variant_names[] = {"packets", "barrier", "hwrite", "implied", 
                                      "verdict", "part",    "share",  "full",    "step"};
 
 #if defined(ARK_GPU_COMPILER)
+struct args {
+  ark::device_comm<gpu> comm;
+  const float* in;
+  float* out;
+  std::size_t n;
+  int iters;
+};
+
 template <int V>
-__global__ void anatomy(const ark::device_comm<gpu> comm, const float* in, float* out, std::size_t n,
-                        int iters) {
+__global__ void anatomy(const ARK_GRID_CONSTANT args a) {
+#if defined(ARK_DEVICE_PASS)
+  ark::detail::gpu::follow_previous_grid(); // launched early: the previous call's kernel ends first
+#endif
+  const ark::device_comm<gpu>& comm = a.comm;
+  const float* const in = a.in;
+  float* const out = a.out;
+  const std::size_t n = a.n;
+  const int iters = a.iters;
   ark::block_scope g;
   const unsigned w = blockIdx.x, nw = gridDim.x;
   if constexpr (V == full || V == step) {
@@ -119,10 +142,12 @@ __global__ void anatomy(const ark::device_comm<gpu> comm, const float* in, float
       }
       if constexpr (V >= implied) ark::dma::raise_acks(ctx, ark::dma::peers::all(), s);
     }
+    // the next kernel's calls go on from here (it starts once this one has ended)
+    if (t == 0) ctx.lay().state(ctx.local(), w)->round = ctx.round + static_cast<std::uint64_t>(iters);
   }
 }
 
-using kernel_t = void (*)(ark::device_comm<gpu>, const float*, float*, std::size_t, int);
+using kernel_t = void (*)(args);
 const kernel_t kernels[] = {anatomy<packets>, anatomy<barrier>, anatomy<hwrite>,  anatomy<implied>,
                             anatomy<credit>,  anatomy<lean>,    anatomy<verdict>, anatomy<part>,
                             anatomy<share>,   anatomy<full>,    anatomy<step>};
@@ -132,13 +157,16 @@ static_assert(sizeof(kernels) / sizeof(kernels[0]) == variants);
 int main(int argc, char** argv) {
 #if defined(ARK_GPU_COMPILER)
   const int iters = argc > 1 ? std::atoi(argv[1]) : 5000;
+  const int launches = argc > 2 ? std::atoi(argv[2]) : 1000;
   const int gpus = gpu::device_count();
-  if (gpus < 1) {
-    std::fprintf(stderr, "ll_anatomy: needs a GPU\n");
+  if (gpus < 1 || iters < 1 || launches < 1) {
+    std::fprintf(stderr, gpus < 1 ? "ll_anatomy: needs a GPU\n" : "usage: ll_anatomy [ITERS [LAUNCHES]]\n");
     return 1;
   }
   const std::size_t sizes[] = {8, 8192};
-  std::vector<double> us(2 * variants * 2, 0);
+  constexpr int modes = 2; // in-kernel, launched
+  // us[((rank * variants + v) * 2 + size) * modes + mode]
+  std::vector<double> us(2 * variants * 2 * modes, 0);
   std::vector<int> wrong(2 * variants, 0);
   auto group = std::make_shared<ark::in_process_group>(2);
   std::barrier<> sync(2);
@@ -160,17 +188,62 @@ int main(int argc, char** argv) {
         rt::event_t e0, e1;
         rt::check(rt::event_create(&e0), "event");
         rt::check(rt::event_create(&e1), "event");
-        sync.arrive_and_wait();
-        rt::check(rt::event_record(e0, c.stream()), "event");
-        kernels[v]<<<blocks, 512, 0, c.stream()>>>(c.device_handle(), in, out, n, iters);
-        rt::check(rt::event_record(e1, c.stream()), "event");
-        c.synchronize();
-        float ms = 0;
-        rt::check(rt::event_elapsed_ms(&ms, e0, e1), "event");
-        us[(rank * variants + v) * 2 + k] = 1000.0 * ms / iters;
-        gpu::copy(host.data(), out, n * sizeof(float));
-        for (std::size_t i = 0; i < n; ++i)
-          wrong[rank * variants + v] += host[i] != static_cast<float>(i % 7 + (i + 3) % 7);
+        auto count_wrong = [&] {
+          gpu::copy(host.data(), out, n * sizeof(float));
+          for (std::size_t i = 0; i < n; ++i)
+            wrong[rank * variants + v] += host[i] != static_cast<float>(i % 7 + (i + 3) % 7);
+          rt::check(rt::memset_async(out, 0xff, n * sizeof(float), c.stream()), "poison");
+        };
+        auto timed = [&](auto&& run, int calls) {
+          sync.arrive_and_wait();
+          rt::check(rt::event_record(e0, c.stream()), "event");
+          run();
+          rt::check(rt::event_record(e1, c.stream()), "event");
+          c.synchronize();
+          float ms = 0;
+          rt::check(rt::event_elapsed_ms(&ms, e0, e1), "event");
+          return 1000.0 * ms / calls;
+        };
+        double* const row = &us[((rank * variants + v) * 2 + k) * modes];
+        // in-kernel: one persistent kernel runs every call
+        rt::check(rt::memset_async(out, 0xff, n * sizeof(float), c.stream()), "poison");
+        row[0] = timed(
+            [&] {
+              kernels[v]<<<blocks, 512, 0, c.stream()>>>(args{c.device_handle(), in, out, n, iters});
+            },
+            iters);
+        count_wrong();
+        // launched: a kernel per call, launched early (as communicator launches its calls), in a graph
+        rt::graph_t graph{};
+        rt::graph_exec_t exec{};
+        rt::check(rt::begin_capture(c.stream()), "capture");
+        for (int i = 0; i < launches; ++i) {
+          if (v == full) { // the host call itself, launched as the communicator launches it
+            c.all_reduce<ark::algo::one_shot, B>(in, out, n);
+            continue;
+          }
+          if (v == step) {
+            c.all_reduce<ark::algo::one_step, B>(in, out, n);
+            continue;
+          }
+          const args a{c.device_handle(), in, out, n, 1};
+#if defined(ARK_COMPILER_CUDA)
+          rt::check(rt::launch_early(kernels[v], blocks, 512, c.stream(), a), "launch");
+#else
+          kernels[v]<<<blocks, 512, 0, c.stream()>>>(a);
+#endif
+        }
+        rt::check(rt::end_capture(c.stream(), &graph), "capture");
+        rt::check(rt::graph_instantiate(&exec, graph), "instantiate");
+        timed([&] { rt::check(rt::graph_launch(exec, c.stream()), "launch graph"); }, launches); // warm-up
+        double t[3];
+        for (double& x : t)
+          x = timed([&] { rt::check(rt::graph_launch(exec, c.stream()), "launch graph"); }, launches);
+        std::sort(t, t + 3);
+        row[1] = t[1];
+        count_wrong();
+        rt::check(rt::graph_exec_destroy(exec), "graph");
+        rt::check(rt::graph_destroy(graph), "graph");
         rt::event_destroy(e0);
         rt::event_destroy(e1);
         gpu::release(mem);
@@ -191,13 +264,19 @@ int main(int argc, char** argv) {
   other.join();
   if (failed) return 1;
   std::printf(
-      "# ll_anatomy: %d all-reduces per persistent kernel, 512 threads per block, us per all-reduce, %s\n",
-      iters, gpus >= 2 ? "ranks on GPUs 0 and 1" : "both ranks on GPU 0 (no link crossed)");
-  std::printf("%-8s %10s %10s %7s\n", "variant", "8 B", "8 KB", "#wrong");
+      "# ll_anatomy: us per all-reduce, 512 threads per block, %s; in-kernel: %d calls per persistent "
+      "kernel; launched: a kernel per call, %d launched early in a CUDA graph (median of 3 replays)\n",
+      gpus >= 2 ? "ranks on GPUs 0 and 1" : "both ranks on GPU 0 (no link crossed)", iters, launches);
+  std::printf("%-8s %10s %10s %12s %12s %7s\n", "variant", "8 B", "8 KB", "launched 8 B", "launched 8 KB",
+              "#wrong");
   int bad = 0;
   for (int v = 0; v < variants; ++v) {
-    std::printf("%-8s %10.2f %10.2f %7d\n", variant_names[v], us[v * 2], us[v * 2 + 1],
-                wrong[v] + wrong[variants + v]);
+    auto at = [&](int k, int m) { // the slower rank's figure
+      return std::max(us[((0 * variants + v) * 2 + k) * modes + m],
+                      us[((1 * variants + v) * 2 + k) * modes + m]);
+    };
+    std::printf("%-8s %10.2f %10.2f %12.2f %12.2f %7d\n", variant_names[v], at(0, 0), at(1, 0), at(0, 1),
+                at(1, 1), wrong[v] + wrong[variants + v]);
     bad += wrong[v] + wrong[variants + v];
   }
   return bad ? 1 : 0;

@@ -62,6 +62,26 @@ TEST_CASE_TEMPLATE("one_step: every dtype, op, depth and world, from the host, a
                                              tc_above_16, {2, 3}, {most});
 }
 
+// An automatic all-reduce that select() gives to one-shot over LL runs one_step's kernel where
+// call_plan::one_step holds (communicator::run) and one_shot's beyond: exact on both sides of the
+// limit, with one worker and with several (a wrong substitution is refused by the kernel).
+TEST_CASE_TEMPLATE("one_step: an automatic all-reduce on both sides of the one-step limit", T, float,
+                   ark::fp16, std::int64_t) {
+  const std::size_t most = most_per_worker(sizeof(T));
+  run_matrix<ark::collective::all_reduce, T>(
+      type_list<ark::algo::automatic>{}, type_list<ark::dma::automatic, ll2>{}, all_ops{}, small_config(16),
+      {1, 2, 3, 5}, {0, 1, most - 1, most, most + 1, 3 * most + 5});
+  ark::call_options<host> three;
+  three.workers = 3;
+  test_world w(2, small_config(16));
+  w.run([&](comm_t& c, int) {
+    using ark::collective::all_reduce;
+    CHECK(c.plan<all_reduce, ark::algo::automatic, ark::dma::automatic, T>(most).one_step);
+    CHECK_FALSE(c.plan<all_reduce, ark::algo::automatic, ark::dma::automatic, T>(most + 1).one_step);
+    CHECK(c.plan<all_reduce, ark::algo::automatic, ark::dma::automatic, T>(3 * most, three).one_step);
+  });
+}
+
 // Two threads a worker and up to seven peers: each thread writes the headers of several peers.
 TEST_CASE("one_step: fewer threads than peers") {
   run_matrix<ark::collective::all_reduce, float>(type_list<ark::algo::one_step>{},

@@ -147,6 +147,37 @@ struct collective_work {
   ARK_HD void operator()(G& g, unsigned worker, unsigned workers) const {
     comm.template run<K, A, B>(g, worker, workers, in, out, count, root, op);
   }
+#if defined(ARK_DEVICE_PASS)
+  /// The arguments of a call, in registers the compiler cannot trace back to the kernel's
+  /// parameters (gpu::opaque), so that what prepare() computes from them is reused after the
+  /// wait for the previous kernel (run_workers) instead of computed again.
+  struct prepared {
+    std::size_t count;
+    unsigned worker, workers;
+    int root;
+  };
+  /// Before the wait: the call's tag and, for one-shot all-reduce, the worker's share (its
+  /// divisions). run() computes both again, from the same registers: the compiler reuses these.
+  ARK_DEVICE prepared prepare(unsigned worker, unsigned workers) const {
+    const prepared p{gpu::opaque(std::uint64_t{count}), gpu::opaque(std::uint32_t{worker}),
+                     gpu::opaque(std::uint32_t{workers}),
+                     static_cast<int>(gpu::opaque(static_cast<std::uint32_t>(root)))};
+    const call_desc d = call_desc::make(K, A::id, static_cast<std::uint8_t>(dtype_of<T>), op_id<Op>, B::id,
+                                        p.workers, p.root, p.count);
+    gpu::compute_here(d.tag());
+    if constexpr (K == collective::all_reduce &&
+                  (std::is_same_v<A, algo::one_shot> || std::is_same_v<A, algo::one_step>)) {
+      const elem_range share = split({0, p.count}, p.workers, p.worker, align_elems<T>);
+      gpu::compute_here(share.begin);
+      gpu::compute_here(share.len);
+    }
+    return p;
+  }
+  template <class G>
+  ARK_DEVICE void operator()(G& g, const prepared& p) const {
+    comm.template run<K, A, B>(g, p.worker, p.workers, in, out, p.count, p.root, op);
+  }
+#endif
 };
 
 /// A user's custom collective: f(ctx) on every worker.
@@ -614,15 +645,27 @@ private:
                   "ark: Op is not a reduction operator for T (see ark/concepts/reduce_op.hpp)");
     check_usable(call);
     const std::size_t bytes = count * sizeof(T);
-    const launch_shape shape{plan<K, A, B, T>(count, o).ctas, cfg_.tuning.threads};
+    const call_plan cp = plan<K, A, B, T>(count, o);
+    const launch_shape shape{cp.ctas, cfg_.tuning.threads};
     const device_comm<P> handle = with_timeout(o);
-    // resolve an automatic choice here: each launch then runs the one algorithm it needs. (A
-    // one-shot call that would fit algo::one_step keeps one_shot's kernel: launched from the host,
-    // one_step's measured no faster, docs/perf.md run ae.)
+    // resolve an automatic choice here: each launch then runs the one algorithm it needs
     ark::with_choice<K, A, B>(select(K, bytes, world(), cfg_.tuning), [&](auto a, auto b) {
       using A1 = decltype(a);
       using B1 = decltype(b);
       check_backend<B1>(call);
+      // an automatic one-shot all-reduce whose every share fits one LL step runs algo::one_step's
+      // kernel: the same algorithm and protocol, without the pipelined path beside it (graph-
+      // launched 0.14-0.15 us faster, docs/perf.md run ai). An algorithm the caller names is run
+      // as named.
+      if constexpr (K == collective::all_reduce && std::is_same_v<A, algo::automatic> &&
+                    std::is_same_v<A1, algo::one_shot> && B1::ll) {
+        if (cp.one_step) {
+          enqueue<B1>(
+              stream_of(o), shape,
+              detail::collective_work<P, K, algo::one_step, B1, T, Op>{handle, in, out, count, root, op});
+          return true;
+        }
+      }
       enqueue<B1>(stream_of(o), shape,
                   detail::collective_work<P, K, A1, B1, T, Op>{handle, in, out, count, root, op});
       return true;

@@ -73,6 +73,19 @@ ARK_DEVICE ARK_FORCEINLINE void follow_previous_grid() {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
+/// v, no longer known to the compiler as the kernel parameter it was read from. The memory
+/// clobber of follow_previous_grid() makes code after it read a parameter again (and compute
+/// again all that depends on it); it keeps an opaque copy in its register instead.
+ARK_DEVICE ARK_FORCEINLINE std::uint64_t opaque(std::uint64_t v) {
+  asm volatile("" : "+l"(v));
+  return v;
+}
+ARK_DEVICE ARK_FORCEINLINE std::uint32_t opaque(std::uint32_t v) {
+  asm volatile("" : "+r"(v));
+  return v;
+}
+/// Computes v here, before any wait that follows (the compiler may not defer it).
+ARK_DEVICE ARK_FORCEINLINE void compute_here(std::uint64_t v) { asm volatile("" ::"l"(v)); }
 #elif defined(ARK_DEVICE_PASS) && defined(ARK_COMPILER_HIP)
 ARK_DEVICE ARK_FORCEINLINE std::uint64_t load_acquire(const std::uint64_t* p) {
   return __hip_atomic_load(p, __ATOMIC_ACQUIRE, __HIP_MEMORY_SCOPE_SYSTEM);
@@ -114,6 +127,9 @@ ARK_DEVICE ARK_FORCEINLINE std::uint64_t load_volatile(const void* p) {
   return __hip_atomic_load(static_cast<const std::uint64_t*>(p), __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM);
 }
 ARK_DEVICE ARK_FORCEINLINE void follow_previous_grid() {}
+ARK_DEVICE ARK_FORCEINLINE std::uint64_t opaque(std::uint64_t v) { return v; } // no early launch on HIP
+ARK_DEVICE ARK_FORCEINLINE std::uint32_t opaque(std::uint32_t v) { return v; }
+ARK_DEVICE ARK_FORCEINLINE void compute_here(std::uint64_t) {}
 #endif
 
 } // namespace ark::detail::gpu

@@ -62,24 +62,49 @@ TEST_CASE_TEMPLATE("one_step: every dtype, op, depth and world, from the host, a
                                              tc_above_16, {2, 3}, {most});
 }
 
-// An automatic all-reduce that select() gives to one-shot over LL runs one_step's kernel where
-// call_plan::one_step holds (communicator::run) and one_shot's beyond: exact on both sides of the
-// limit, with one worker and with several (a wrong substitution is refused by the kernel).
-TEST_CASE_TEMPLATE("one_step: an automatic all-reduce on both sides of the one-step limit", T, float,
-                   ark::fp16, std::int64_t) {
-  const std::size_t most = most_per_worker(sizeof(T));
-  run_matrix<ark::collective::all_reduce, T>(
-      type_list<ark::algo::automatic>{}, type_list<ark::dma::automatic, ll2>{}, all_ops{}, small_config(16),
-      {1, 2, 3, 5}, {0, 1, most - 1, most, most + 1, 3 * most + 5});
+/// An automatic all-reduce on three workers (call_options::workers).
+template <class T, class Op>
+void all_reduce_on_three(comm_t& c, const T* in, T* out, std::size_t count, int) {
   ark::call_options<host> three;
   three.workers = 3;
-  test_world w(2, small_config(16));
-  w.run([&](comm_t& c, int) {
-    using ark::collective::all_reduce;
-    CHECK(c.plan<all_reduce, ark::algo::automatic, ark::dma::automatic, T>(most).one_step);
-    CHECK_FALSE(c.plan<all_reduce, ark::algo::automatic, ark::dma::automatic, T>(most + 1).one_step);
-    CHECK(c.plan<all_reduce, ark::algo::automatic, ark::dma::automatic, T>(3 * most, three).one_step);
-  });
+  c.all_reduce(in, out, count, Op{}, three);
+}
+
+// An automatic all-reduce that select() gives to one-shot over LL runs one_step's kernel where
+// call_plan::one_step holds (communicator::run) and one_shot's beyond: exact on both sides of the
+// limit, with one worker and with three (a share that does not fit would be refused by the kernel).
+template <class T, class Ops, class Backends>
+void automatic_around_the_limit(Ops ops, Backends backends) {
+  const std::size_t most = most_per_worker(sizeof(T));
+  run_matrix<ark::collective::all_reduce, T>(type_list<ark::algo::automatic>{}, backends, ops,
+                                             small_config(16), {1, 2, 3, 5},
+                                             {0, 1, most - 1, most, most + 1, 3 * most + 5});
+  ark::call_options<host> three;
+  three.workers = 3;
+  for (int world : {2, 3}) {
+    test_world w(world, small_config(16));
+    std::uint64_t seed = 1;
+    // three workers hold 3 * most elements in one step each; one element more and one is over
+    for (std::size_t count : {3 * most - 1, 3 * most, 3 * most + 1})
+      for (bool in_place : {false, true})
+        check_collective<ark::collective::all_reduce, T, ark::op::sum, host>(
+            w, {count, 0, in_place, seed++}, {&all_reduce_on_three<T, ark::op::sum>, "automatic", 0, 0});
+    w.run([&](comm_t& c, int) {
+      using ark::collective::all_reduce;
+      CHECK(c.plan<all_reduce, ark::algo::automatic, ark::dma::automatic, T>(most).one_step);
+      CHECK_FALSE(c.plan<all_reduce, ark::algo::automatic, ark::dma::automatic, T>(most + 1).one_step);
+      CHECK(c.plan<all_reduce, ark::algo::automatic, ark::dma::automatic, T>(3 * most, three).one_step);
+      CHECK_FALSE(
+          c.plan<all_reduce, ark::algo::automatic, ark::dma::automatic, T>(3 * most + 1, three).one_step);
+    });
+  }
+}
+
+TEST_CASE("one_step: an automatic all-reduce on both sides of the one-step limit") {
+  automatic_around_the_limit<float>(all_ops{}, type_list<ark::dma::automatic, ll2>{});
+  automatic_around_the_limit<ark::fp16>(type_list<ark::op::sum, ark::op::max>{},
+                                        type_list<ark::dma::automatic>{});
+  automatic_around_the_limit<std::int64_t>(type_list<ark::op::sum>{}, type_list<ark::dma::automatic>{});
 }
 
 // Two threads a worker and up to seven peers: each thread writes the headers of several peers.

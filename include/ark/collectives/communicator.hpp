@@ -655,7 +655,7 @@ private:
       check_backend<B1>(call);
       // an automatic one-shot all-reduce whose every share fits one LL step runs algo::one_step's
       // kernel: the same algorithm and protocol, without the pipelined path beside it (graph-
-      // launched 0.14-0.15 us faster, docs/perf.md run ai). An algorithm the caller names is run
+      // launched 0.07-0.15 us faster at 8 B-64 KB, docs/perf.md run ak). An algorithm the caller names is run
       // as named.
       if constexpr (K == collective::all_reduce && std::is_same_v<A, algo::automatic> &&
                     std::is_same_v<A1, algo::one_shot> && B1::ll) {

@@ -36,7 +36,7 @@ inline constexpr unsigned gpu_max_worker_threads = 512;
 /// what depends on its parameters alone, and runs as work(g, prepared) after it: a kernel
 /// launched early (gpu::launch) then does that work while the previous kernel still runs.
 /// Measured on one H200 (two ranks sharing it): a graph-launched 8 B-64 KB all-reduce
-/// 0.36-0.53 us faster (docs/perf.md, run ai).
+/// 0.34-0.46 us faster (docs/perf.md, run ai).
 template <class F>
 __global__ void __launch_bounds__(gpu_max_worker_threads, 1) run_workers(const ARK_GRID_CONSTANT F work) {
   block_scope g;

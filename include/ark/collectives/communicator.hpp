@@ -162,9 +162,7 @@ struct collective_work {
     const prepared p{gpu::opaque(std::uint64_t{count}), gpu::opaque(std::uint32_t{worker}),
                      gpu::opaque(std::uint32_t{workers}),
                      static_cast<int>(gpu::opaque(static_cast<std::uint32_t>(root)))};
-    const call_desc d = call_desc::make(K, A::id, static_cast<std::uint8_t>(dtype_of<T>), op_id<Op>, B::id,
-                                        p.workers, p.root, p.count);
-    gpu::compute_here(d.tag());
+    gpu::compute_here(describe_call<K, A, B, T, Op>(p.workers, p.root, p.count).tag());
     if constexpr (K == collective::all_reduce &&
                   (std::is_same_v<A, algo::one_shot> || std::is_same_v<A, algo::one_step>)) {
       const elem_range share = split({0, p.count}, p.workers, p.worker, align_elems<T>);

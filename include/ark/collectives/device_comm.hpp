@@ -44,6 +44,15 @@ ARK_HD bool with_backend(choice c, A a, F& f) {
   else
     return f(a, dma::thread_copy<default_depth>{});
 }
+
+/// The description of a call of collective K by algorithm A over backend B (what peers compare).
+/// device_comm::run makes it; collective_work::prepare makes the same one before the wait for the
+/// previous kernel, so that the compiler reuses it: one function keeps the two alike.
+template <collective K, class A, class B, class T, class Op>
+ARK_HD call_desc describe_call(unsigned workers, int root, std::size_t count) {
+  return call_desc::make(K, A::id, static_cast<std::uint8_t>(dtype_of<T>), op_id<Op>, B::id, workers, root,
+                         count);
+}
 } // namespace detail
 
 /// Calls f(algorithm tag, backend) for the run-time choice `c`, keeping what the caller fixed
@@ -105,8 +114,7 @@ struct device_comm {
                           worker, 0, workers, team.lay.workers);
         return false;
       }
-      const call_desc d = call_desc::make(K, A::id, static_cast<std::uint8_t>(dtype_of<T>), op_id<Op>, B::id,
-                                          workers, root, count);
+      const call_desc d = detail::describe_call<K, A, B, T, Op>(workers, root, count);
       const context<P, B, G> ctx(g, team, worker, workers, d);
       // the verdict below is the barrier that makes the outputs visible (algorithms::ending);
       // a backend's finish runs before it and must not read them

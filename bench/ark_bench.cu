@@ -6,12 +6,13 @@
 //   graph   N calls captured in a CUDA graph, the graph launched once;
 //   device  one persistent kernel running N all-reduces through the device-side API (ark only).
 // Variants: ark_auto (the default choice), one_shot, one_step (one-shot's single-step LL path
-// alone, algo::one_step: only where every worker's share fits one LL step), two_shot, ring (each
-// forced), ce (the copy-engine all-reduce, dma::copy_engine, into the registered out buffer;
-// eager only: its flags carry a per-call epoch, so it is not captured; from --ce-min up) and nccl.
-// Prints nccl-tests columns (size, time, algbw, busbw, check) plus ark's time over NCCL's in the
-// same mode (device mode is compared with NCCL's graph mode, its fair floor), and writes a CSV.
-// Each time is the median of three timed runs of N calls.
+// alone, algo::one_step: only where every worker's share fits one LL step; in device mode at two
+// ranks the kernel names algo::one_step_world<2>, as a kernel built for two ranks would), two_shot, ring
+// (each forced), ce (the copy-engine all-reduce, dma::copy_engine, into the registered out buffer; eager
+// only: its flags carry a per-call epoch, so it is not captured; from --ce-min up) and nccl. Prints
+// nccl-tests columns (size, time, algbw, busbw, check) plus ark's time over NCCL's in the same mode (device
+// mode is compared with NCCL's graph mode, its fair floor), and writes a CSV. Each time is the median of
+// three timed runs of N calls.
 //
 //   build/bench/ark_bench [--min BYTES] [--max BYTES] [--csv FILE] [--quick] [--no-early]
 //                         [--slot BYTES] [--workers N] [--ce-min BYTES] [--ce-chunk BYTES]
@@ -210,7 +211,10 @@ private:
       launch(ark::algo::one_shot{});
       break;
     case variant::one_step:
-      launch(ark::algo::one_step{});
+      if (comm_->world() == 2)
+        launch(ark::algo::one_step_world<2>{});
+      else
+        launch(ark::algo::one_step{});
       break;
     case variant::two_shot:
       launch(ark::algo::two_shot{});

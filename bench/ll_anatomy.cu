@@ -27,11 +27,14 @@
 //   step     the real call with algo::one_step, comm.all_reduce<one_step, ll_packet<4>>: full
 //            without the pipelined path compiled beside the latency path (which that path's mere
 //            presence slowed), and with the loops over peers unrolled for two ranks
+//   step2    the real call with algo::one_step_world<2>: step without the path for other team
+//            sizes compiled beside the two-rank one (what the host's one_step calls run at two ranks)
 // Each variant runs twice: in-kernel (one persistent kernel runs ITERS calls) and launched (each
 // call is a kernel of its own, launched early as ark launches its calls: LAUNCHES of them
 // captured in a CUDA graph, the graph replayed; what a graph-launched call costs beyond the same
-// call inside a running kernel). Launched, `full` and `step` are the communicator's host calls
-// (comm.all_reduce<one_shot or one_step, ll_packet<4>>(in, out, n)), whose kernel computes what
+// call inside a running kernel). Launched, `full`, `step` and `step2` are the communicator's host
+// calls (comm.all_reduce<one_shot, one_step or one_step_world<2>, ll_packet<4>>(in, out, n): at
+// two ranks `step` and `step2` run the same kernel), whose kernel computes what
 // it can before it waits for the previous one (platform/gpu.hpp run_workers); the other rows
 // are this file's kernels, which wait first. Prints µs per all-reduce for each variant, size and
 // mode (the slower rank's), and checks every result.
@@ -51,9 +54,23 @@ using gpu = ark::platform::gpu;
 using comm_t = ark::communicator<gpu>;
 using B = ark::dma::ll_packet<4>;
 
-enum variant { packets, barrier, hwrite, implied, credit, lean, verdict, part, share, full, step, variants };
+enum variant {
+  packets,
+  barrier,
+  hwrite,
+  implied,
+  credit,
+  lean,
+  verdict,
+  part,
+  share,
+  full,
+  step,
+  step2,
+  variants
+};
 const char* const variant_names[] = {"packets", "barrier", "hwrite", "implied", "credit", "lean",
-                                     "verdict", "part",    "share",  "full",    "step"};
+                                     "verdict", "part",    "share",  "full",    "step",   "step2"};
 
 #if defined(ARK_GPU_COMPILER)
 struct args {
@@ -76,8 +93,10 @@ __global__ void anatomy(const ARK_GRID_CONSTANT args a) {
   const int iters = a.iters;
   ark::block_scope g;
   const unsigned w = blockIdx.x, nw = gridDim.x;
-  if constexpr (V == full || V == step) {
-    using A = std::conditional_t<V == full, ark::algo::one_shot, ark::algo::one_step>;
+  if constexpr (V == full || V == step || V == step2) {
+    using A =
+        std::conditional_t<V == full, ark::algo::one_shot,
+                           std::conditional_t<V == step, ark::algo::one_step, ark::algo::one_step_world<2>>>;
     for (int it = 0; it < iters; ++it)
       if (!comm.all_reduce<A, B>(g, w, nw, in, out, n)) return;
   } else {
@@ -150,7 +169,7 @@ __global__ void anatomy(const ARK_GRID_CONSTANT args a) {
 using kernel_t = void (*)(args);
 const kernel_t kernels[] = {anatomy<packets>, anatomy<barrier>, anatomy<hwrite>,  anatomy<implied>,
                             anatomy<credit>,  anatomy<lean>,    anatomy<verdict>, anatomy<part>,
-                            anatomy<share>,   anatomy<full>,    anatomy<step>};
+                            anatomy<share>,   anatomy<full>,    anatomy<step>,    anatomy<step2>};
 static_assert(sizeof(kernels) / sizeof(kernels[0]) == variants);
 #endif
 
@@ -229,6 +248,10 @@ int main(int argc, char** argv) {
           }
           if (v == step) {
             c.all_reduce<ark::algo::one_step, B>(in, out, n);
+            continue;
+          }
+          if (v == step2) {
+            c.all_reduce<ark::algo::one_step_world<2>, B>(in, out, n);
             continue;
           }
           const args a{c.device_handle(), in, out, n, 1};

@@ -18,7 +18,9 @@ using ll2 = ark::dma::ll_packet<2>;
 std::size_t most_per_worker(std::size_t elem_bytes) { return 16 * 8 / elem_bytes; }
 
 /// Every rank's all-reduce of `calls` rounds from inside one launch of `workers` workers: even
-/// ranks call one_step, odd ranks one_shot. Each thread 0 records its worker's verdict.
+/// ranks call A (one_step or a one_step_world), odd ranks one_shot. Each thread 0 records its
+/// worker's verdict.
+template <class A>
 struct mixed_calls {
   ark::device_comm<host> comm;
   int rank;
@@ -33,7 +35,7 @@ struct mixed_calls {
     for (int k = 0; k < calls; ++k) {
       const float* i = in + k * n;
       float* o = out + k * n;
-      all = (rank % 2 == 0 ? comm.all_reduce<ark::algo::one_step, ll2>(g, w, nw, i, o, n)
+      all = (rank % 2 == 0 ? comm.all_reduce<A, ll2>(g, w, nw, i, o, n)
                            : comm.all_reduce<ark::algo::one_shot, ll2>(g, w, nw, i, o, n)) &&
             all;
     }
@@ -114,40 +116,119 @@ TEST_CASE("one_step: fewer threads than peers") {
                                                  small_config(2), {4, 8}, {1, 3, 4});
 }
 
-TEST_CASE("one_step: device calls mixed with one_shot on the peers, three workers, worlds 1 to 5, repeated") {
-  for (int world : {1, 2, 3, 4, 5}) {
-    test_world w(world, small_config(16));
-    // 3 workers split 61 floats 20 / 20 / 21 (4-element units): each share takes one step
-    const std::size_t n = 61;
-    const int calls = 25;
-    std::vector<std::vector<float>> outs(world);
-    std::vector<std::array<bool, 3>> oks(world);
-    w.run([&](comm_t& c, int rank) {
-      std::vector<float> in(calls * n + 1);
-      outs[rank].assign(calls * n + 1, -100.0f); // poison, and a guard past the end
-      for (int k = 0; k < calls; ++k)
-        for (std::size_t i = 0; i < n; ++i) in[k * n + i] = input_at(rank, k, i);
-      oks[rank] = {false, false, false};
-      host::launch(
-          c.stream(), ark::launch_shape{3, 16},
-          mixed_calls{c.device_handle(), rank, in.data(), outs[rank].data(), n, calls, oks[rank].data()});
-      c.synchronize();
-    });
-    for (int rank = 0; rank < world; ++rank) {
-      CAPTURE(world);
-      CAPTURE(rank);
-      for (bool ok : oks[rank]) CHECK(ok);
-      int wrong = 0;
-      for (int k = 0; k < calls; ++k)
-        for (std::size_t i = 0; i < n; ++i) {
-          float want = 0;
-          for (int r = 0; r < world; ++r) want += input_at(r, k, i);
-          wrong += outs[rank][k * n + i] != want;
-        }
-      CHECK(wrong == 0);
-      CHECK(outs[rank][calls * n] == -100.0f);
-    }
+namespace {
+/// mixed_calls<A> on a team of `world` ranks: three workers, 25 calls from inside one launch.
+template <class A>
+void mixed_with_one_shot(int world) {
+  test_world w(world, small_config(16));
+  // 3 workers split 61 floats 20 / 20 / 21 (4-element units): each share takes one step
+  const std::size_t n = 61;
+  const int calls = 25;
+  std::vector<std::vector<float>> outs(world);
+  std::vector<std::array<bool, 3>> oks(world);
+  w.run([&](comm_t& c, int rank) {
+    std::vector<float> in(calls * n + 1);
+    outs[rank].assign(calls * n + 1, -100.0f); // poison, and a guard past the end
+    for (int k = 0; k < calls; ++k)
+      for (std::size_t i = 0; i < n; ++i) in[k * n + i] = input_at(rank, k, i);
+    oks[rank] = {false, false, false};
+    host::launch(
+        c.stream(), ark::launch_shape{3, 16},
+        mixed_calls<A>{c.device_handle(), rank, in.data(), outs[rank].data(), n, calls, oks[rank].data()});
+    c.synchronize();
+  });
+  for (int rank = 0; rank < world; ++rank) {
+    CAPTURE(world);
+    CAPTURE(rank);
+    for (bool ok : oks[rank]) CHECK(ok);
+    int wrong = 0;
+    for (int k = 0; k < calls; ++k)
+      for (std::size_t i = 0; i < n; ++i) {
+        float want = 0;
+        for (int r = 0; r < world; ++r) want += input_at(r, k, i);
+        wrong += outs[rank][k * n + i] != want;
+      }
+    CHECK(wrong == 0);
+    CHECK(outs[rank][calls * n] == -100.0f);
   }
+}
+
+/// Every rank of w calls A's all-reduce of n floats inside a kernel of one worker: each call must
+/// fail on every rank, record an error whose message holds `want`, and leave the output alone.
+template <class A>
+void refused_on_every_rank(test_world& w, int world, std::size_t n, const std::string& want) {
+  std::vector<std::vector<float>> outs(world, std::vector<float>(n, -1.0f));
+  std::vector<char> ok(world, 1);
+  const auto errs = w.try_run([&](comm_t& c, int rank) {
+    std::vector<float> in(n, 1.0f);
+    host::launch(c.stream(), ark::launch_shape{1, 16}, [&](auto& g, unsigned wk, unsigned nw) {
+      const bool r = c.device_handle().all_reduce<A, ll2>(g, wk, nw, in.data(), outs[rank].data(), n);
+      if (g.thread_rank() == 0) ok[rank] = r;
+    });
+    c.synchronize();
+  });
+  for (int rank = 0; rank < world; ++rank) {
+    CAPTURE(rank);
+    CHECK_FALSE(ok[rank]);
+    REQUIRE(static_cast<bool>(errs[rank]));
+    const std::string msg = message_of<ark::error>([&] { std::rethrow_exception(errs[rank]); });
+    CHECK(contains(msg, want));
+    for (float v : outs[rank]) CHECK(v == -1.0f);
+  }
+}
+} // namespace
+
+TEST_CASE("one_step: device calls mixed with one_shot on the peers, three workers, worlds 1 to 5, repeated") {
+  for (int world : {1, 2, 3, 4, 5}) mixed_with_one_shot<ark::algo::one_step>(world);
+}
+
+// algo::one_step_world<N>: the path of N ranks alone, named from the host and inside a kernel,
+// mixed with peers on one_shot, and refused on a team of another size.
+TEST_CASE_TEMPLATE("one_step_world: named from the host, every op and depth, against the reference", T, float,
+                   ark::bf16, std::int64_t) {
+  const std::size_t most = most_per_worker(sizeof(T));
+  const std::vector<std::size_t> sizes{0, 1, 7, most - 1, most};
+  run_matrix<ark::collective::all_reduce, T>(type_list<ark::algo::one_step_world<1>>{}, type_list<ll2>{},
+                                             all_ops{}, small_config(16), {1}, sizes);
+  run_matrix<ark::collective::all_reduce, T>(type_list<ark::algo::one_step_world<2>>{},
+                                             all_depths<ark::dma::ll_packet>{}, all_ops{}, small_config(16),
+                                             {2}, sizes);
+  run_matrix<ark::collective::all_reduce, T>(type_list<ark::algo::one_step_world<3>>{}, type_list<ll2>{},
+                                             all_ops{}, small_config(16), {3}, sizes);
+  run_matrix<ark::collective::all_reduce, T>(type_list<ark::algo::one_step_world<5>>{},
+                                             type_list<ark::dma::automatic>{}, type_list<ark::op::sum>{},
+                                             small_config(16), {5}, sizes);
+}
+
+TEST_CASE("one_step_world: device calls mixed with one_shot on the peers, three workers, repeated") {
+  mixed_with_one_shot<ark::algo::one_step_world<1>>(1);
+  mixed_with_one_shot<ark::algo::one_step_world<2>>(2);
+  mixed_with_one_shot<ark::algo::one_step_world<3>>(3);
+}
+
+TEST_CASE("one_step_world: a team of another size is refused, from the host before launch, on the device on "
+          "every rank") {
+  test_world w(3, small_config(16));
+  const std::size_t n = 8;
+  std::vector<std::string> host_msgs(3);
+  std::vector<std::vector<float>> outs(3, std::vector<float>(n, -1.0f));
+  w.run([&](comm_t& c, int rank) {
+    std::vector<float> in(n, 1.0f);
+    host_msgs[rank] = message_of<ark::invalid_argument>(
+        [&] { c.all_reduce<ark::algo::one_step_world<2>>(in.data(), outs[rank].data(), n); });
+    auto plan_for_four = [&] {
+      return c.plan<ark::collective::all_reduce, ark::algo::one_step_world<4>, ll2, float>(n);
+    };
+    CHECK_THROWS_AS(plan_for_four(), ark::invalid_argument);
+    CHECK(c.plan<ark::collective::all_reduce, ark::algo::one_step_world<3>, ll2, float>(n).one_step);
+    c.synchronize();
+  });
+  for (int rank = 0; rank < 3; ++rank) {
+    CHECK(contains(host_msgs[rank], "algo::one_step_world<2> runs on a team of 2 ranks; this team has 3"));
+    for (float v : outs[rank]) CHECK(v == -1.0f); // nothing ran
+  }
+  refused_on_every_rank<ark::algo::one_step_world<2>>(
+      w, 3, n, "unsupported: algo::one_step_world<2> runs on a team of 2 ranks; this team has 3");
 }
 
 TEST_CASE("one_step: call_plan::one_step says whether every worker's share fits one LL step") {
@@ -169,6 +250,85 @@ TEST_CASE("one_step: call_plan::one_step says whether every worker's share fits 
   });
 }
 
+namespace {
+/// An LL backend of the caller's own with 16-byte vectors (the concept allows 8 or 16): each
+/// vector is two of ll_packet's packets, so its slots are ll_packet's, and one thread holds twice
+/// ll_packet's bytes in one step. With small_config(16): 16 threads x 16 bytes, 64 floats. It
+/// sends whole vectors on the pipelined path too.
+template <unsigned Depth>
+struct wide_ll : ark::dma::ll_packet<Depth> {
+  using base = ark::dma::ll_packet<Depth>;
+  static constexpr std::uint8_t id = 201;
+  static constexpr std::size_t vec_bytes = 16;
+  template <class P>
+  struct writer {
+    ark::dma::ll_writer<P> w;
+    void store(std::size_t i, const ark::vec<16>& v) const {
+      w.store(2 * i, ark::vec<8>{{v.w[0]}});
+      w.store(2 * i + 1, ark::vec<8>{{v.w[1]}});
+    }
+  };
+  template <class P>
+  struct reader {
+    ark::dma::ll_reader<P> r;
+    template <class Ctx>
+    bool load(const Ctx& ctx, std::size_t i, ark::vec<16>& v) const {
+      ark::vec<8> a, b;
+      if (!r.load(ctx, 2 * i, a) || !r.load(ctx, 2 * i + 1, b)) return false;
+      v.w[0] = a.w[0], v.w[1] = b.w[0];
+      return true;
+    }
+  };
+  template <class Ctx>
+  static writer<typename Ctx::platform> tx(const Ctx& ctx, int peer, std::uint64_t step) {
+    return {base::tx(ctx, peer, step)};
+  }
+  template <class Ctx>
+  static reader<typename Ctx::platform> rx(const Ctx& ctx, int peer, std::uint64_t step) {
+    return {base::rx(ctx, peer, step)};
+  }
+  /// The pipelined path's steps, in 16-byte vectors too: a receiver reads whole vectors.
+  template <class Ctx>
+  static bool send(const Ctx& ctx, ark::dma::peers ps, std::uint64_t step, const void* src,
+                   std::size_t bytes) {
+    if (!base::open_send(ctx, ps, step)) return false;
+    const auto* s = static_cast<const std::byte*>(src);
+    for (std::size_t i = ctx.g.thread_rank(); i < ark::div_up(bytes, vec_bytes); i += ctx.g.size()) {
+      const auto v = ark::dma::load_prefix<typename Ctx::platform, vec_bytes>(s + 16 * i, bytes - 16 * i);
+      for (int p = 0; p < ctx.world(); ++p)
+        if (p != ctx.rank() && (ps.one < 0 || p == ps.one)) tx(ctx, p, step).store(i, v);
+    }
+    return true;
+  }
+};
+static_assert(ark::dma_backend<wide_ll<2>>);
+} // namespace
+
+// The one-step limit follows the named backend's vectors: call_plan::one_step, a named one_step
+// (refused on the host when the plan says it does not fit) and an automatic algorithm over it
+// agree with the kernel, exact on both sides of 64 floats a worker.
+TEST_CASE("one_step: a named LL backend of 16-byte vectors holds twice the elements in one step") {
+  using wide = wide_ll<2>;
+  const std::size_t most = 16 * 16 / sizeof(float);
+  {
+    test_world w(2, small_config(16));
+    w.run([&](comm_t& c, int) {
+      using ark::collective::all_reduce;
+      CHECK(c.plan<all_reduce, ark::algo::one_shot, wide, float>(most).one_step);
+      CHECK_FALSE(c.plan<all_reduce, ark::algo::one_shot, wide, float>(most + 1).one_step);
+      CHECK(c.plan<all_reduce, ark::algo::automatic, wide, float>(most).one_step);
+      CHECK_FALSE(c.plan<all_reduce, ark::algo::one_shot, ll2, float>(most).one_step); // 8-byte: 32
+    });
+  }
+  run_matrix<ark::collective::all_reduce, float>(type_list<ark::algo::one_step>{}, type_list<wide>{},
+                                                 all_ops{}, small_config(16), {1, 2, 3},
+                                                 {0, 1, 33, most - 1, most});
+  run_matrix<ark::collective::all_reduce, float>(type_list<ark::algo::automatic, ark::algo::one_shot>{},
+                                                 type_list<wide>{}, type_list<ark::op::sum, ark::op::max>{},
+                                                 small_config(16), {2, 3},
+                                                 {most - 1, most, most + 1, 3 * most + 5});
+}
+
 TEST_CASE(
     "one_step: a share larger than one LL step is refused, from the host before launch, on the device on "
     "every rank") {
@@ -187,24 +347,8 @@ TEST_CASE(
     CHECK(contains(host_msgs[rank], "33 elements in a share of 1 workers, at most 32 fit"));
     for (float v : outs[rank]) CHECK(v == -1.0f); // nothing ran
   }
-  bool ok[2] = {true, true};
-  const auto errs = w.try_run([&](comm_t& c, int rank) {
-    std::vector<float> in(n, 1.0f);
-    host::launch(c.stream(), ark::launch_shape{1, 16}, [&](auto& g, unsigned wk, unsigned nw) {
-      const bool r =
-          c.device_handle().all_reduce<ark::algo::one_step, ll2>(g, wk, nw, in.data(), outs[rank].data(), n);
-      if (g.thread_rank() == 0) ok[rank] = r;
-    });
-    c.synchronize();
-  });
-  for (int rank = 0; rank < 2; ++rank) {
-    CAPTURE(rank);
-    CHECK_FALSE(ok[rank]);
-    REQUIRE(static_cast<bool>(errs[rank]));
-    const std::string msg = message_of<ark::error>([&] { std::rethrow_exception(errs[rank]); });
-    CHECK(contains(msg,
-                   "unsupported: algo::one_step needs every worker's share to fit one LL step; worker 0's "
-                   "holds 33 elements, at most 32 fit"));
-    for (float v : outs[rank]) CHECK(v == -1.0f);
-  }
+  refused_on_every_rank<ark::algo::one_step>(
+      w, 2, n,
+      "unsupported: algo::one_step needs every worker's share to fit one "
+      "LL step; worker 0's holds 33 elements, at most 32 fit");
 }

@@ -41,8 +41,9 @@ __global__ void persistent_kernel(const Loop loop) {
   loop(loop.comm.template make_context<B>(block, blockIdx.x, gridDim.x, ark::call_desc{}));
 }
 
-/// `calls` all-reduces (max) of n floats from inside one kernel: even ranks call algo::one_step,
-/// odd ranks one_shot (the same protocol). A failed call counts in *failed.
+/// `calls` all-reduces (max) of n floats from inside one kernel: even ranks call A (algo::one_step
+/// or one_step_world<2>), odd ranks one_shot (the same protocol). A failed call counts in *failed.
+template <class A>
 __global__ void one_step_calls(const ark::device_comm<gpu> comm, int rank, const float* in, float* out,
                                std::size_t n, int calls, int* failed) {
   ark::block_scope block;
@@ -52,7 +53,7 @@ __global__ void one_step_calls(const ark::device_comm<gpu> comm, int rank, const
     float* o = out + k * n;
     const bool ok =
         rank % 2 == 0
-            ? comm.all_reduce<ark::algo::one_step, B>(block, blockIdx.x, gridDim.x, i, o, n, ark::op::max{})
+            ? comm.all_reduce<A, B>(block, blockIdx.x, gridDim.x, i, o, n, ark::op::max{})
             : comm.all_reduce<ark::algo::one_shot, B>(block, blockIdx.x, gridDim.x, i, o, n, ark::op::max{});
     if (!ok) {
       if (threadIdx.x == 0) atomicAdd(failed, 1);
@@ -181,7 +182,8 @@ TEST_CASE("gpu device-side API: a persistent kernel loops compute + all-reduce w
 
 TEST_CASE("gpu device-side API: algo::one_step in a persistent kernel, the peers on one_shot, 200 calls") {
   ARK_REQUIRE_GPUS(1);
-  for (int world : gpu_worlds()) {
+  auto check = [](auto algorithm, int world) {
+    using A = decltype(algorithm);
     basic_world<gpu> w(world, gpu_small_config());
     std::vector<std::size_t> bad(world, 0);
     std::vector<int> failed(world, -1);
@@ -197,8 +199,8 @@ TEST_CASE("gpu device-side API: algo::one_step in a persistent kernel, the peers
       dout.upload(std::vector<float>(calls * n + 1, -1e30f)); // poison, and a guard past the end
       dbuf<int> dfailed(1, rank);
       dfailed.upload({0});
-      one_step_calls<<<8, 256, 0, c.stream()>>>(c.device_handle(), rank, din.get(), dout.get(), n, calls,
-                                                dfailed.get());
+      one_step_calls<A><<<8, 256, 0, c.stream()>>>(c.device_handle(), rank, din.get(), dout.get(), n, calls,
+                                                   dfailed.get());
       c.synchronize();
       failed[rank] = dfailed.download()[0];
       const auto out = dout.download();
@@ -216,6 +218,10 @@ TEST_CASE("gpu device-side API: algo::one_step in a persistent kernel, the peers
       CHECK(failed[r] == 0);
       CHECK(bad[r] == 0);
     }
+  };
+  for (int world : gpu_worlds()) {
+    check(ark::algo::one_step{}, world);
+    if (world == 2) check(ark::algo::one_step_world<2>{}, world); // the two-rank path alone
   }
 }
 

@@ -37,6 +37,32 @@ struct one_step {
   static constexpr std::uint8_t id = one_shot::id;
   static constexpr const char* name = "one_step";
 };
+/// algo::one_step on a team of exactly `World` ranks, known when the kernel is compiled: its loops
+/// over peers unroll and the kernel holds no path for other team sizes. one_step holds two (two
+/// ranks, and any number), and the second slowed the first inside a persistent kernel: at two
+/// ranks one_step_world<2> took 0.10-0.12 us less a call on one H200 (docs/perf.md, runs am and
+/// an). Name it in your own kernel when you compile that kernel for a known team size. (Launched
+/// from the host, one call a kernel, it took 0.09 us longer than one_step's kernel, so a
+/// communicator's own calls keep one_step's.) On a team of another size a call fails: from the
+/// host with invalid_argument before anything launches, on the device with errc::unsupported,
+/// alike on every rank that calls it. Same id and protocol as one_step and one_shot.
+template <int World>
+struct one_step_world {
+  static_assert(World >= 1, "ark: algo::one_step_world<World>: a team has at least one rank");
+  static constexpr std::uint8_t id = one_shot::id;
+  static constexpr const char* name = "one_step";
+  static constexpr int world = World;
+};
+/// Whether A is algo::one_step or one of the one_step_world<N>.
+template <class A>
+inline constexpr bool is_one_step = std::is_same_v<A, one_step>;
+template <int World>
+inline constexpr bool is_one_step<one_step_world<World>> = true;
+/// The team size an algorithm tag fixes at compile time (one_step_world<N>: N), else 0.
+template <class A>
+inline constexpr int fixed_world = 0;
+template <int World>
+inline constexpr int fixed_world<one_step_world<World>> = World;
 /// All-reduce: direct reduce-scatter, then direct all-gather.
 struct two_shot {
   static constexpr std::uint8_t id = 2;
@@ -69,7 +95,7 @@ namespace algorithms {
 /// Whether algorithm A implements collective K.
 template <collective K, class A>
 inline constexpr bool implements = (K == collective::all_reduce &&
-                                    (std::is_same_v<A, algo::one_shot> || std::is_same_v<A, algo::one_step> ||
+                                    (std::is_same_v<A, algo::one_shot> || algo::is_one_step<A> ||
                                      std::is_same_v<A, algo::two_shot> || std::is_same_v<A, algo::ring>)) ||
                                    ((K == collective::reduce_scatter || K == collective::all_gather) &&
                                     (std::is_same_v<A, algo::direct> || std::is_same_v<A, algo::ring>)) ||
@@ -82,8 +108,8 @@ template <collective K, class A, ending E = ending::barrier, class Ctx, class T,
 ARK_HD bool run(const Ctx& ctx, const T* in, T* out, std::size_t count, int root, const Op& op) {
   if constexpr (K == collective::all_reduce && std::is_same_v<A, algo::one_shot>)
     return all_reduce_one_shot<E>(ctx, in, out, count, op);
-  else if constexpr (K == collective::all_reduce && std::is_same_v<A, algo::one_step>)
-    return all_reduce_one_step<E>(ctx, in, out, count, op);
+  else if constexpr (K == collective::all_reduce && algo::is_one_step<A>)
+    return all_reduce_one_step<E, algo::fixed_world<A>>(ctx, in, out, count, op);
   else if constexpr (K == collective::all_reduce && std::is_same_v<A, algo::two_shot>)
     return all_reduce_two_shot(ctx, in, out, count, op);
   else if constexpr (K == collective::all_reduce && std::is_same_v<A, algo::ring>)
@@ -103,7 +129,7 @@ ARK_HD bool run(const Ctx& ctx, const T* in, T* out, std::size_t count, int root
   else
     static_assert(ark::detail::dependent_false<A>,
                   "ark: this algorithm does not implement this collective "
-                  "(all_reduce: one_shot, one_step, two_shot, ring; reduce_scatter and "
+                  "(all_reduce: one_shot, one_step, one_step_world, two_shot, ring; reduce_scatter and "
                   "all_gather: direct, ring; broadcast and reduce: direct)");
 }
 

@@ -161,9 +161,20 @@ ARK_HD bool all_reduce_one_shot(const Ctx& ctx, const T* in, T* out, std::size_t
 /// workers. A share that does not fit (one_step_max_elems) fails the call with
 /// errc::unsupported, alike on every rank that calls one_step (a peer on one_shot would wait for
 /// it: a timeout); an empty share returns at once.
-template <ending E = ending::barrier, class Ctx, class T, class Op>
+/// `World` (algo::one_step_world): the team's size, fixed when the kernel is compiled; only that
+/// size's path is compiled, and a team of another size fails the call with errc::unsupported.
+/// 0: any size; two ranks take a path of their own.
+template <ending E = ending::barrier, int World = 0, class Ctx, class T, class Op>
 ARK_HD bool all_reduce_one_step(const Ctx& ctx, const T* in, T* out, std::size_t count, const Op& op) {
   static_assert(Ctx::backend::ll, "ark: algo::one_step runs over LL packets (dma::ll_packet)");
+  if constexpr (World != 0) {
+    if (ctx.world() != World) {
+      if (ctx.g.thread_rank() == 0)
+        ctx.fail(errc::unsupported, static_cast<std::uint32_t>(unsupported_kind::world), -1, ctx.round,
+                 static_cast<std::uint64_t>(World), static_cast<std::uint64_t>(ctx.world()));
+      return false;
+    }
+  }
   const elem_range mine = ctx.template partition<T>(count);
   if (mine.len == 0) return true;
   if (!detail::one_shot_single_step<T>(ctx, mine)) {
@@ -172,8 +183,11 @@ ARK_HD bool all_reduce_one_step(const Ctx& ctx, const T* in, T* out, std::size_t
                mine.len, detail::one_step_max_elems<T>(ctx.lay(), ctx.g.size(), Ctx::backend::vec_bytes));
     return false;
   }
-  return ctx.world() == 2 ? detail::all_reduce_one_shot_ll<E, 2>(ctx, in, out, mine, op)
-                          : detail::all_reduce_one_shot_ll<E>(ctx, in, out, mine, op);
+  if constexpr (World != 0)
+    return detail::all_reduce_one_shot_ll<E, World>(ctx, in, out, mine, op);
+  else
+    return ctx.world() == 2 ? detail::all_reduce_one_shot_ll<E, 2>(ctx, in, out, mine, op)
+                            : detail::all_reduce_one_shot_ll<E>(ctx, in, out, mine, op);
 }
 
 } // namespace ark::algorithms

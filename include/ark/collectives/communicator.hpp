@@ -164,7 +164,7 @@ struct collective_work {
                      static_cast<int>(gpu::opaque(static_cast<std::uint32_t>(root)))};
     gpu::compute_here(describe_call<K, A, B, T, Op>(p.workers, p.root, p.count).tag());
     if constexpr (K == collective::all_reduce &&
-                  (std::is_same_v<A, algo::one_shot> || std::is_same_v<A, algo::one_step>)) {
+                  (std::is_same_v<A, algo::one_shot> || algo::is_one_step<A>)) {
       const elem_range share = split({0, p.count}, p.workers, p.worker, align_elems<T>);
       gpu::compute_here(share.begin);
       gpu::compute_here(share.len);
@@ -597,7 +597,13 @@ public:
       p.scratch_bytes = static_cast<std::size_t>(team_.world) * layout::ce_flags * layout::flag_stride;
       return p;
     }
-    constexpr bool one_step = std::is_same_v<A, algo::one_step>;
+    constexpr bool one_step = algo::is_one_step<A>;
+    if constexpr (algo::fixed_world<A> != 0)
+      if (world() != algo::fixed_world<A>)
+        detail::throw_invalid(call, "algo::one_step_world<" + std::to_string(algo::fixed_world<A>) +
+                                        "> runs on a team of " + std::to_string(algo::fixed_world<A>) +
+                                        " ranks; this team has " + std::to_string(world()) +
+                                        " (use algo::one_step)");
     if constexpr (one_step && !std::is_same_v<B, dma::automatic>)
       static_assert(B::ll, "ark: algo::one_step runs over LL packets (dma::ll_packet)");
     p.algorithm = std::is_same_v<A, algo::automatic> ? c.algorithm : A::id;
@@ -615,8 +621,11 @@ public:
     p.ctas = workers;
     p.threads = cfg_.tuning.threads;
     if (K == collective::all_reduce && p.algorithm == algo::one_shot::id && ll) {
-      const std::size_t most =
-          algorithms::detail::one_step_max_elems<T>(team_.lay, p.threads, dma::ll_packet<1>::vec_bytes);
+      // the vector width of the backend the kernel will run: a named one's own (an LL backend may
+      // move 16-byte vectors), else ll_packet's
+      std::size_t vec_bytes = dma::ll_packet<1>::vec_bytes;
+      if constexpr (!std::is_same_v<B, dma::automatic> && !ce) vec_bytes = B::vec_bytes;
+      const std::size_t most = algorithms::detail::one_step_max_elems<T>(team_.lay, p.threads, vec_bytes);
       std::size_t largest = 0;
       for (unsigned w = 0; w < workers; ++w)
         largest = std::max(largest, split({0, count}, workers, w, align_elems<T>).len);
@@ -653,8 +662,9 @@ private:
       check_backend<B1>(call);
       // an automatic one-shot all-reduce whose every share fits one LL step runs algo::one_step's
       // kernel: the same algorithm and protocol, without the pipelined path beside it (graph-
-      // launched 0.07-0.15 us faster at 8 B-64 KB, docs/perf.md run ak). An algorithm the caller names is run
-      // as named.
+      // launched 0.07-0.15 us faster at 8 B-64 KB, docs/perf.md run ak). An algorithm the caller
+      // names is run as named. (Not one_step_world<2>'s kernel at two ranks: launched, it took
+      // 0.09 us longer than one_step's, though 0.1 us shorter inside a persistent kernel; run an.)
       if constexpr (K == collective::all_reduce && std::is_same_v<A, algo::automatic> &&
                     std::is_same_v<A1, algo::one_shot> && B1::ll) {
         if (cp.one_step) {

@@ -37,7 +37,7 @@ ARK_HD bool with_backend(choice c, A a, F& f) {
     return false; // never chosen for K
   else if constexpr (!std::is_same_v<B, dma::automatic>)
     return f(a, B{});
-  else if constexpr (std::is_same_v<A, algo::one_step>) // LL only, whatever the size
+  else if constexpr (algo::is_one_step<A>) // LL only, whatever the size
     return f(a, dma::ll_packet<default_depth>{});
   else if (c.ll)
     return f(a, dma::ll_packet<default_depth>{});

@@ -43,6 +43,8 @@ enum class unsupported_kind : std::uint32_t {
   /// algo::one_step with a worker's share larger than one LL step (mine: the share's elements,
   /// theirs: the most one step carries)
   one_step = 1,
+  /// algo::one_step_world<N> on a team of another size (mine: N, theirs: the team's size)
+  world = 2,
 };
 
 /// Which field of a call description differed between two ranks.
@@ -200,6 +202,10 @@ inline std::string describe(const error_record& r, int rank) {
       s += ": algo::one_step needs every worker's share to fit one LL step; worker " +
            std::to_string(r.worker) + "'s holds " + std::to_string(r.mine) + " elements, at most " +
            std::to_string(r.theirs) + " fit (use algo::one_shot, or more workers)";
+    else if (static_cast<unsupported_kind>(r.what) == unsupported_kind::world)
+      s += ": algo::one_step_world<" + std::to_string(r.mine) + "> runs on a team of " +
+           std::to_string(r.mine) + " ranks; this team has " + std::to_string(r.theirs) +
+           " (use algo::one_step)";
     else if (static_cast<unsupported_kind>(r.what) == unsupported_kind::setup)
       s += " by this communicator's setup (worker " + std::to_string(r.worker) + " of " +
            std::to_string(r.mine) + ", team_config.workers " + std::to_string(r.theirs) +

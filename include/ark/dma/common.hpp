@@ -5,6 +5,7 @@
 #include "ark/core/vec.hpp"
 #include "ark/team/context.hpp"
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 
@@ -33,26 +34,38 @@ ARK_HD bool for_each_peer(const Ctx& ctx, peers ps, F&& f) {
 }
 
 /// Loads the first `valid` bytes of a V-byte vector at p, zero-filling the rest: never reads past
-/// the end of a user buffer, and takes the byte path where p is not V-aligned.
+/// the end of a user buffer, and takes the byte path where p is not V-aligned. The byte path
+/// builds the vector's words with shifts, in registers: a vector written byte by byte at run-time
+/// offsets lives in local memory, and the compiler then moved the vector of the aligned path
+/// through it too (a local store and load per call on the LL latency path).
 template <class P, std::size_t V>
 ARK_HD vec<V> load_prefix(const void* p, std::size_t valid) {
+  static_assert(std::endian::native == std::endian::little, "ark: byte paths assume little-endian words");
   if (valid >= V && reinterpret_cast<std::uintptr_t>(p) % V == 0) return P::template load<V>(p);
-  if (valid > V) valid = V;
-  vec<V> v{};
   const auto* s = static_cast<const unsigned char*>(p);
-  auto* d = reinterpret_cast<unsigned char*>(&v);
-  for (std::size_t i = 0; i < valid; ++i) d[i] = s[i];
+  const std::size_t n = valid < V ? valid : V;
+  std::uint64_t lo = 0, hi = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint64_t b = s[i];
+    if (i < 8)
+      lo |= b << (8 * i);
+    else
+      hi |= b << (8 * (i - 8));
+  }
+  vec<V> v{};
+  v.w[0] = lo;
+  if constexpr (V == 16) v.w[1] = hi;
   return v;
 }
 
-/// Stores the first `valid` bytes of v at p (bytewise where p is not V-aligned).
+/// Stores the first `valid` bytes of v at p (bytewise where p is not V-aligned; see load_prefix).
 template <class P, std::size_t V>
 ARK_HD void store_prefix(void* p, const vec<V>& v, std::size_t valid) {
   if (valid >= V && reinterpret_cast<std::uintptr_t>(p) % V == 0) return P::template store<V>(p, v);
-  if (valid > V) valid = V;
-  const auto* s = reinterpret_cast<const unsigned char*>(&v);
   auto* d = static_cast<unsigned char*>(p);
-  for (std::size_t i = 0; i < valid; ++i) d[i] = s[i];
+  const std::size_t n = valid < V ? valid : V;
+  for (std::size_t i = 0; i < n; ++i)
+    d[i] = static_cast<unsigned char>(i < 8 ? v.w[0] >> (8 * i) : v.w[V / 8 - 1] >> (8 * (i - 8)));
 }
 
 /// The threads of the scope copy `bytes` from src to dst (16-byte aligned, or byte by byte).

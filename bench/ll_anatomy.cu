@@ -28,13 +28,13 @@
 //            without the pipelined path compiled beside the latency path (which that path's mere
 //            presence slowed), and with the loops over peers unrolled for two ranks
 //   step2    the real call with algo::one_step_world<2>: step without the path for other team
-//            sizes compiled beside the two-rank one (what the host's one_step calls run at two ranks)
+//            sizes compiled beside the two-rank one
 // Each variant runs twice: in-kernel (one persistent kernel runs ITERS calls) and launched (each
 // call is a kernel of its own, launched early as ark launches its calls: LAUNCHES of them
 // captured in a CUDA graph, the graph replayed; what a graph-launched call costs beyond the same
 // call inside a running kernel). Launched, `full`, `step` and `step2` are the communicator's host
-// calls (comm.all_reduce<one_shot, one_step or one_step_world<2>, ll_packet<4>>(in, out, n): at
-// two ranks `step` and `step2` run the same kernel), whose kernel computes what
+// calls (comm.all_reduce<one_shot, one_step or one_step_world<2>, ll_packet<4>>(in, out, n), each
+// on its own kernel), whose kernel computes what
 // it can before it waits for the previous one (platform/gpu.hpp run_workers); the other rows
 // are this file's kernels, which wait first. Prints µs per all-reduce for each variant, size and
 // mode (the slower rank's), and checks every result.

@@ -11,6 +11,9 @@
 
 namespace ark::dma {
 
+// load_prefix and store_prefix's byte paths assemble and split words with shifts
+static_assert(std::endian::native == std::endian::little, "ark: byte paths assume little-endian words");
+
 /// Tag a DMA backend names as `using dma_concept = ark::dma::backend_tag;`.
 struct backend_tag {};
 
@@ -40,11 +43,11 @@ ARK_HD bool for_each_peer(const Ctx& ctx, peers ps, F&& f) {
 /// through it too (a local store and load per call on the LL latency path).
 template <class P, std::size_t V>
 ARK_HD vec<V> load_prefix(const void* p, std::size_t valid) {
-  static_assert(std::endian::native == std::endian::little, "ark: byte paths assume little-endian words");
   if (valid >= V && reinterpret_cast<std::uintptr_t>(p) % V == 0) return P::template load<V>(p);
   const auto* s = static_cast<const unsigned char*>(p);
   const std::size_t n = valid < V ? valid : V;
-  std::uint64_t lo = 0, hi = 0;
+  std::uint64_t lo = 0;
+  [[maybe_unused]] std::uint64_t hi = 0; // read for 16-byte vectors only
   for (std::size_t i = 0; i < n; ++i) {
     const std::uint64_t b = s[i];
     if (i < 8)

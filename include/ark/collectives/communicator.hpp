@@ -600,10 +600,7 @@ public:
     constexpr bool one_step = algo::is_one_step<A>;
     if constexpr (algo::fixed_world<A> != 0)
       if (world() != algo::fixed_world<A>)
-        detail::throw_invalid(call, "algo::one_step_world<" + std::to_string(algo::fixed_world<A>) +
-                                        "> runs on a team of " + std::to_string(algo::fixed_world<A>) +
-                                        " ranks; this team has " + std::to_string(world()) +
-                                        " (use algo::one_step)");
+        detail::throw_invalid(call, one_step_world_refusal(algo::fixed_world<A>, world()));
     if constexpr (one_step && !std::is_same_v<B, dma::automatic>)
       static_assert(B::ll, "ark: algo::one_step runs over LL packets (dma::ll_packet)");
     p.algorithm = std::is_same_v<A, algo::automatic> ? c.algorithm : A::id;

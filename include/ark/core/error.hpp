@@ -180,6 +180,13 @@ public:
   explicit platform_error(const std::string& what) : error(errc::platform, what) {}
 };
 
+/// Why algo::one_step_world<fixed> refuses a team of `world` ranks: the host's refusal before
+/// launch and the device's recorded error say it alike.
+inline std::string one_step_world_refusal(std::uint64_t fixed, std::uint64_t world) {
+  return "algo::one_step_world<" + std::to_string(fixed) + "> runs on a team of " + std::to_string(fixed) +
+         " ranks; this team has " + std::to_string(world) + " (use algo::one_step)";
+}
+
 /// Human-readable description of a record, naming the rank that saw it.
 inline std::string describe(const error_record& r, int rank) {
   std::string s = "rank " + std::to_string(rank) + ": " + to_string(static_cast<errc>(r.code));
@@ -203,9 +210,7 @@ inline std::string describe(const error_record& r, int rank) {
            std::to_string(r.worker) + "'s holds " + std::to_string(r.mine) + " elements, at most " +
            std::to_string(r.theirs) + " fit (use algo::one_shot, or more workers)";
     else if (static_cast<unsupported_kind>(r.what) == unsupported_kind::world)
-      s += ": algo::one_step_world<" + std::to_string(r.mine) + "> runs on a team of " +
-           std::to_string(r.mine) + " ranks; this team has " + std::to_string(r.theirs) +
-           " (use algo::one_step)";
+      s += ": " + one_step_world_refusal(r.mine, r.theirs);
     else if (static_cast<unsupported_kind>(r.what) == unsupported_kind::setup)
       s += " by this communicator's setup (worker " + std::to_string(r.worker) + " of " +
            std::to_string(r.mine) + ", team_config.workers " + std::to_string(r.theirs) +

@@ -5,6 +5,7 @@
 #include "../support/collective_check.hpp"
 
 #include <array>
+#include <chrono>
 #include <string>
 
 using namespace ark_test;
@@ -195,6 +196,8 @@ TEST_CASE_TEMPLATE("one_step_world: named from the host, every op and depth, aga
                                              {2}, sizes);
   run_matrix<ark::collective::all_reduce, T>(type_list<ark::algo::one_step_world<3>>{}, type_list<ll2>{},
                                              all_ops{}, small_config(16), {3}, sizes);
+  run_matrix<ark::collective::all_reduce, T>(type_list<ark::algo::one_step_world<4>>{}, type_list<ll2>{},
+                                             all_ops{}, small_config(16), {4}, sizes);
   run_matrix<ark::collective::all_reduce, T>(type_list<ark::algo::one_step_world<5>>{},
                                              type_list<ark::dma::automatic>{}, type_list<ark::op::sum>{},
                                              small_config(16), {5}, sizes);
@@ -204,6 +207,48 @@ TEST_CASE("one_step_world: device calls mixed with one_shot on the peers, three 
   mixed_with_one_shot<ark::algo::one_step_world<1>>(1);
   mixed_with_one_shot<ark::algo::one_step_world<2>>(2);
   mixed_with_one_shot<ark::algo::one_step_world<3>>(3);
+  mixed_with_one_shot<ark::algo::one_step_world<4>>(4);
+}
+
+// one_step_world<N> up to four ranks computes its channels before the round is known
+// (all_reduce_one_shot_ll's Early) and, with implied credits, stores its headers after its data
+// packets. A call whose count differs on one rank, after calls that exchanged packets, is still
+// named a mismatch on every rank, at once: at two ranks, and at four with two threads a worker
+// (thread 0 writes the headers of the first and third peers after it).
+TEST_CASE("one_step_world: a count that differs after exchanged calls is a mismatch on every rank, at once") {
+  auto run = [](int world, unsigned threads, auto algo) {
+    using A = decltype(algo);
+    auto cfg = small_config(threads);
+    cfg.timeout = std::chrono::seconds(60);
+    test_world w(world, cfg);
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<std::vector<float>> outs(world);
+    const auto errs = w.try_run([&](comm_t& c, int rank) {
+      const std::size_t n = 2 * threads; // a vector per thread at most: one step
+      std::vector<float> in(n);
+      outs[rank].assign(n, -7.0f);
+      for (int k = 0; k < 3; ++k) { // exchanged: implied credits, headers after the data
+        for (std::size_t i = 0; i < n; ++i) in[i] = input_at(rank, k, i);
+        c.all_reduce<A, ll2>(in.data(), outs[rank].data(), n);
+        c.synchronize();
+        for (std::size_t i = 0; i < n; ++i) {
+          float want = 0;
+          for (int r = 0; r < world; ++r) want += input_at(r, k, i);
+          REQUIRE(outs[rank][i] == want);
+        }
+      }
+      std::fill(outs[rank].begin(), outs[rank].end(), -7.0f);
+      c.all_reduce<A, ll2>(in.data(), outs[rank].data(), rank == world - 1 ? n / 2 : n);
+      c.synchronize();
+    });
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20));
+    for (int r = 0; r < world; ++r) {
+      REQUIRE(errs[r]);
+      CHECK_THROWS_AS(std::rethrow_exception(errs[r]), ark::mismatch_error);
+    }
+  };
+  run(2, 16, ark::algo::one_step_world<2>{});
+  run(4, 2, ark::algo::one_step_world<4>{});
 }
 
 TEST_CASE("one_step_world: a team of another size is refused, from the host before launch, on the device on "

@@ -42,6 +42,39 @@ TEST_CASE("ll_packet: single-step calls back to back, between pipelined and thre
   });
 }
 
+// A channel computed before its step (all_reduce_one_shot_ll's Early) gives, for every step, the
+// slot, flag and tag tx and rx give by peer: every worker, peer and step over three wraps of the
+// slots.
+TEST_CASE("ll_packet: tx and rx on a channel computed beforehand are tx and rx by peer") {
+  using B = ark::dma::ll_packet<2>;
+  test_world w(3, small_config(16));
+  w.run([](comm_t& c, int rank) {
+    const ark::device_comm<host> h = c.device_handle();
+    ark::host_team g(nullptr, 0, 1);
+    const ark::layout& l = h.team.lay;
+    for (unsigned wk = 0; wk < l.workers; ++wk)
+      for (std::size_t count : {5u, 77u}) {
+        const auto d = ark::call_desc::make(ark::collective::all_reduce, ark::algo::one_step::id, 0, 0, B::id,
+                                            l.workers, 0, count);
+        const auto ctx = h.make_context<B>(g, wk, l.workers, d);
+        for (int p = 0; p < 3; ++p)
+          for (std::uint64_t step = 0; step < 3 * l.ll_slots + 2; ++step) {
+            const auto a = B::tx(ctx, p, step), b = B::tx(ctx, B::out_channel(ctx, p), step);
+            CHECK(a.packets == b.packets);
+            CHECK(a.flag == b.flag);
+            CHECK(a.tagged == b.tagged);
+            const auto r = B::rx(ctx, p, step), q = B::rx(ctx, B::in_channel(ctx, p), p, step);
+            CHECK(r.packets == q.packets);
+            CHECK(r.flag == q.flag);
+            CHECK(r.tagged == q.tagged);
+            CHECK(r.peer == q.peer);
+            CHECK(r.step == q.step);
+            if (p != rank) CHECK(a.packets != r.packets); // a peer's memory, and ours
+          }
+      }
+  });
+}
+
 TEST_CASE("ll_packet: every op, and every other collective") {
   run_matrix<ark::collective::all_reduce, float>(type_list<ark::algo::one_shot, ark::algo::ring>{},
                                                  type_list<ark::dma::ll_packet<2>>{}, all_ops{});

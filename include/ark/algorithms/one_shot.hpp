@@ -8,6 +8,9 @@
 
 #include "ark/algorithms/pass.hpp"
 
+#include <type_traits>
+#include <utility>
+
 namespace ark::algorithms {
 
 /// How a call ends. Every algorithm returns with its outputs visible to the whole scope; a caller
@@ -38,6 +41,22 @@ ARK_HD bool one_shot_single_step(const Ctx& ctx, elem_range mine) {
          mine.len <= one_step_max_elems<T>(ctx.lay(), ctx.g.size(), Ctx::backend::vec_bytes);
 }
 
+/// The channel type of an LL backend that names its channels before their step is known
+/// (ll_packet::out_channel, in_channel, and tx/rx that take a channel in place of the peer); void
+/// for one that does not.
+template <class Ctx>
+struct channel_of {
+  using type = void;
+};
+template <class Ctx>
+requires requires(const Ctx& c, std::uint64_t s) {
+  Ctx::backend::tx(c, Ctx::backend::out_channel(c, 0), s);
+  Ctx::backend::rx(c, Ctx::backend::in_channel(c, 0), 0, s);
+}
+struct channel_of<Ctx> {
+  using type = decltype(Ctx::backend::out_channel(std::declval<const Ctx&>(), 0));
+};
+
 /// The latency path: the one-shot all-reduce of a share that fits one LL step. The protocol is
 /// the pipelined path's (credit, header, packets, acknowledgement, next round), ordered so that
 /// as few dependent memory round trips as possible sit on the way:
@@ -58,7 +77,9 @@ ARK_HD bool one_shot_single_step(const Ctx& ctx, elem_range mine) {
 /// for two ranks. Peers are visited from the next rank on (rank + 1, rank + 2, ...), so at more
 /// ranks no rank is every sender's first target, and thread k writes the header of the k-th of
 /// them (thread 0 the first peer's, whose packets it stores first: at two ranks, one address).
-template <ending E = ending::barrier, int World = 0, class Ctx, class T, class Op>
+/// `Early`: the channels' addresses computed once, before the round is known (step 0 below).
+template <ending E = ending::barrier, int World = 0, bool Early = (World > 1 && World <= 4), class Ctx,
+          class T, class Op>
 ARK_HD bool all_reduce_one_shot_ll(const Ctx& ctx, const T* in, T* out, elem_range mine, const Op& op) {
   using B = typename Ctx::backend;
   using P = typename Ctx::platform;
@@ -74,6 +95,34 @@ ARK_HD bool all_reduce_one_shot_ll(const Ctx& ctx, const T* in, T* out, elem_ran
   const auto* src = reinterpret_cast<const std::byte*>(in + mine.begin);
   auto* dst = reinterpret_cast<std::byte*>(out + mine.begin);
 
+  // 0. `Early` (with the team's size known and a backend that names its channels, ll_packet):
+  // every channel's address before its step, computed once here, not again after each store's
+  // memory clobber. Inside a persistent kernel, one_step_world<2> took 0.02-0.05 us less per
+  // call on one H200; launched calls gained nothing, and one_step's kernel (its dispatch to two
+  // ranks) lost 0.04-0.06 us at 8-64 KB, so that dispatch leaves it off (docs/perf.md, runs
+  // aq-at). Up to four ranks (a few registers a peer); in rank order for the receiving side, so
+  // that the unrolled loops index them with constants (our own rank's is computed, unused)
+  using channel = typename channel_of<Ctx>::type;
+  constexpr bool early = Early && World > 1 && World <= 4 && !std::is_void_v<channel>;
+  [[maybe_unused]] std::conditional_t<early, channel, int> out_ch[early ? World - 1 : 1]{};
+  [[maybe_unused]] std::conditional_t<early, channel, int> in_ch[early ? World : 1]{};
+  if constexpr (early) {
+    for (int k = 0; k + 1 < World; ++k) out_ch[k] = B::out_channel(ctx, peer_after(k));
+    for (int r = 0; r < World; ++r) in_ch[r] = B::in_channel(ctx, r);
+  }
+  auto tx = [&](int k) {
+    if constexpr (early)
+      return B::tx(ctx, out_ch[k], step);
+    else
+      return B::tx(ctx, peer_after(k), step);
+  };
+  auto rx = [&](int r) {
+    if constexpr (early)
+      return B::rx(ctx, in_ch[r], r, step);
+    else
+      return B::rx(ctx, r, step);
+  };
+
   // 1. our vectors, in flight with the credits open_send reads. Credits are implied after a call
   // that exchanged packets with every peer in one step (ctx.exchanged): each peer sent them once
   // done reading every earlier step, and a channel has at least two slots (max_depth + 1), so
@@ -83,16 +132,23 @@ ARK_HD bool all_reduce_one_shot_ll(const Ctx& ctx, const T* in, T* out, elem_ran
   for (std::size_t j = 0; j < H; ++j)
     if (t + j * nt < nv) own[j] = dma::load_prefix<P, V>(src + V * (t + j * nt), bytes - V * (t + j * nt));
   if (ctx.failed_before) return false; // see dma::wait_credit; every thread read the same word
-  if (ctx.exchanged) {
+  if (!ctx.exchanged) {
+    if (!B::open_send(ctx, dma::peers::all(), step)) return false;
+  } else if constexpr (!early) {
     for (std::size_t k = t; k + 1 < static_cast<std::size_t>(world); k += nt)
       B::write_header(ctx, peer_after(static_cast<int>(k)), step);
-  } else if (!B::open_send(ctx, dma::peers::all(), step)) {
-    return false;
   }
 
-  // 2. packets to every peer
+  // 2. packets to every peer. Early, with implied credits, the headers after them (a peer reads a
+  // header only when a packet is late, to name a mismatch)
   for (std::size_t j = 0; j < H && t + j * nt < nv; ++j)
-    for (int k = 0; k + 1 < world; ++k) B::tx(ctx, peer_after(k), step).store(t + j * nt, own[j]);
+    for (int k = 0; k + 1 < world; ++k) tx(k).store(t + j * nt, own[j]);
+  if constexpr (early) {
+    if (ctx.exchanged)
+      for (std::size_t k = t; k + 1 < static_cast<std::size_t>(world); k += nt)
+        for (int c = 0; c + 1 < World; ++c) // a constant index keeps the channels in registers
+          if (static_cast<std::size_t>(c) == k) B::write_header(ctx, tx(c));
+  }
 
   // 3. every peer's packets, folded in rank order. A packet that carries our call's tag is of a
   // call like ours (ll_packet.hpp): no header is read unless one is late
@@ -101,7 +157,7 @@ ARK_HD bool all_reduce_one_shot_ll(const Ctx& ctx, const T* in, T* out, elem_ran
   for (std::size_t j = 0; ok && j < H && t + j * nt < nv; ++j)
     for (int r = 0; r < world; ++r) {
       vec<V> v = own[j];
-      if (r != rank && !(ok = B::rx(ctx, r, step).load(ctx, t + j * nt, v))) break;
+      if (r != rank && !(ok = rx(r).load(ctx, t + j * nt, v))) break;
       if (r == 0)
         acc[j] = widen<T>(v);
       else
@@ -163,7 +219,8 @@ ARK_HD bool all_reduce_one_shot(const Ctx& ctx, const T* in, T* out, std::size_t
 /// it: a timeout); an empty share returns at once.
 /// `World` (algo::one_step_world): the team's size, fixed when the kernel is compiled; only that
 /// size's path is compiled, and a team of another size fails the call with errc::unsupported.
-/// 0: any size; two ranks take a path of their own.
+/// 0: any size; two ranks take a path of their own (without all_reduce_one_shot_ll's `Early`,
+/// which cost this kernel 0.04-0.06 us at 8-64 KB, launched from the host).
 template <ending E = ending::barrier, int World = 0, class Ctx, class T, class Op>
 ARK_HD bool all_reduce_one_step(const Ctx& ctx, const T* in, T* out, std::size_t count, const Op& op) {
   static_assert(Ctx::backend::ll, "ark: algo::one_step runs over LL packets (dma::ll_packet)");
@@ -186,7 +243,7 @@ ARK_HD bool all_reduce_one_step(const Ctx& ctx, const T* in, T* out, std::size_t
   if constexpr (World != 0)
     return detail::all_reduce_one_shot_ll<E, World>(ctx, in, out, mine, op);
   else
-    return ctx.world() == 2 ? detail::all_reduce_one_shot_ll<E, 2>(ctx, in, out, mine, op)
+    return ctx.world() == 2 ? detail::all_reduce_one_shot_ll<E, 2, false>(ctx, in, out, mine, op)
                             : detail::all_reduce_one_shot_ll<E>(ctx, in, out, mine, op);
 }
 

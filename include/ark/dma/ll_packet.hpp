@@ -123,6 +123,17 @@ struct ll_reader {
   }
 };
 
+/// A channel's LL slots before its step is known: the first slot, and how a step picks its slot.
+/// A call computes it once (all_reduce_one_shot_ll's `Early`), and then only a mask and a
+/// multiply-add stand between its round and a packet's address, after every store's memory
+/// clobber as before the first.
+struct ll_channel {
+  std::uint64_t* first = nullptr;
+  std::uint64_t words = 0; ///< from one slot to the next
+  std::uint64_t mask = 0;  ///< slots per channel - 1 (a power of two)
+  ARK_HD std::uint64_t* slot(std::uint64_t step) const { return first + (step & mask) * words; }
+};
+
 template <unsigned Depth>
 struct ll_packet : thread_transfers<Depth> {
   static constexpr std::uint8_t id = 2;
@@ -141,6 +152,29 @@ struct ll_packet : thread_transfers<Depth> {
     return {ctx.lay().ll(ctx.local(), ctx.worker, peer, step), f, f ^ ctx.desc.tag(), peer, step};
   }
 
+  /// Our channel into peer p's slots (where tx stores), and peer p's into ours (where rx polls).
+  template <class Ctx>
+  ARK_HD static ll_channel out_channel(const Ctx& ctx, int p) {
+    return channel(ctx.lay(), ctx.lay().ll_first(ctx.remote(p), ctx.worker, ctx.rank()));
+  }
+  template <class Ctx>
+  ARK_HD static ll_channel in_channel(const Ctx& ctx, int p) {
+    return channel(ctx.lay(), ctx.lay().ll_first(ctx.local(), ctx.worker, p));
+  }
+  /// tx and rx on a channel computed beforehand: the same writer and reader.
+  template <class Ctx>
+  ARK_HD static ll_writer<typename Ctx::platform> tx(const Ctx& ctx, const ll_channel& c,
+                                                     std::uint64_t step) {
+    const std::uint32_t f = detail::ll_flag(step);
+    return {c.slot(step), f, f ^ ctx.desc.tag()};
+  }
+  template <class Ctx>
+  ARK_HD static ll_reader<typename Ctx::platform> rx(const Ctx& ctx, const ll_channel& c, int peer,
+                                                     std::uint64_t step) {
+    const std::uint32_t f = detail::ll_flag(step);
+    return {c.slot(step), f, f ^ ctx.desc.tag(), peer, step};
+  }
+
   /// Waits for the slot to be free, then writes the header packets.
   template <class Ctx>
   ARK_HD static bool open_send(const Ctx& ctx, peers ps, std::uint64_t step) {
@@ -155,7 +189,10 @@ struct ll_packet : thread_transfers<Depth> {
   /// One thread: writes the header packets (our call's description) of `step` into peer p's slot.
   template <class Ctx>
   ARK_HD static void write_header(const Ctx& ctx, int p, std::uint64_t step) {
-    const ll_writer<typename Ctx::platform> w = tx(ctx, p, step);
+    write_header(ctx, tx(ctx, p, step));
+  }
+  template <class Ctx>
+  ARK_HD static void write_header(const Ctx& ctx, const ll_writer<typename Ctx::platform>& w) {
     w.store_header(0, ctx.desc.count);
     w.store_header(1, ctx.desc.meta);
   }
@@ -203,6 +240,11 @@ struct ll_packet : thread_transfers<Depth> {
   template <class Ctx>
   ARK_HD static void close_recv(const Ctx& ctx, peers ps, std::uint64_t step) {
     acknowledge(ctx, ps, step);
+  }
+
+private:
+  ARK_HD static ll_channel channel(const layout& l, std::uint64_t* first) {
+    return {first, l.ll_slot_stride / 8, l.ll_slots - 1u};
   }
 };
 

@@ -157,6 +157,11 @@ struct layout {
     return reinterpret_cast<std::uint64_t*>(
         base + ll_off + (chan(w, src) * ll_slots + (step & (ll_slots - 1))) * ll_slot_stride);
   }
+  /// The first LL slot of a channel: ll() of its step 0; a step's is ll_slot_stride bytes on per
+  /// slot, modulo ll_slots.
+  ARK_HD std::uint64_t* ll_first(std::byte* base, unsigned w, int src) const {
+    return reinterpret_cast<std::uint64_t*>(base + ll_off + chan(w, src) * ll_slots * ll_slot_stride);
+  }
   ARK_HD std::byte* stage(std::byte* base, unsigned w, int dst, std::uint64_t step) const {
     return base + stage_off + (chan(w, dst) * slots + step % slots) * slot_bytes;
   }

@@ -4,6 +4,7 @@
 // refused, on every rank and before anything moves, when a share does not fit one step.
 #include "../support/collective_check.hpp"
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <string>
@@ -245,6 +246,8 @@ TEST_CASE("one_step_world: a count that differs after exchanged calls is a misma
     for (int r = 0; r < world; ++r) {
       REQUIRE(errs[r]);
       CHECK_THROWS_AS(std::rethrow_exception(errs[r]), ark::mismatch_error);
+      // known before any output is stored
+      CHECK(std::all_of(outs[r].begin(), outs[r].end(), [](float v) { return v == -7.0f; }));
     }
   };
   run(2, 16, ark::algo::one_step_world<2>{});

@@ -98,10 +98,11 @@ ARK_HD bool all_reduce_one_shot_ll(const Ctx& ctx, const T* in, T* out, elem_ran
   // 0. `Early` (with the team's size known and a backend that names its channels, ll_packet):
   // every channel's address before its step, computed once here, not again after each store's
   // memory clobber. Inside a persistent kernel, one_step_world<2> took 0.02-0.05 us less per
-  // call on one H200; launched calls gained nothing, and one_step's kernel (its dispatch to two
-  // ranks) lost 0.04-0.06 us at 8-64 KB, so that dispatch leaves it off (docs/perf.md, runs
-  // aq-at). Up to four ranks (a few registers a peer); in rank order for the receiving side, so
-  // that the unrolled loops index them with constants (our own rank's is computed, unused)
+  // call on one H200; launched calls gained nothing, and the kernel the host launches for
+  // one_step (its dispatch to two ranks) lost 0.04-0.06 us at 8-64 KB, so that dispatch leaves
+  // it off (docs/perf.md, runs aq-at; two ranks measured). Up to four ranks (a few registers a
+  // peer); in rank order for the receiving side, so that the unrolled loops index them with
+  // constants (our own rank's is computed, unused)
   using channel = typename channel_of<Ctx>::type;
   constexpr bool early = Early && World > 1 && World <= 4 && !std::is_void_v<channel>;
   [[maybe_unused]] std::conditional_t<early, channel, int> out_ch[early ? World - 1 : 1]{};

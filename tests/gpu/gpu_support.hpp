@@ -65,6 +65,9 @@ inline gpu_comm::config gpu_small_config() {
   c.tuning.bytes_per_worker = 16 << 10;
   c.tuning.ll_bytes_per_worker = 2048;
   c.timeout = std::chrono::milliseconds(10000);
+  // ARK_NO_EARLY_LAUNCH set: every call's kernel waits for the previous one in the plain way (to
+  // tell, under compute-sanitizer, a tool that holds early launches from a protocol race)
+  if (std::getenv("ARK_NO_EARLY_LAUNCH")) c.early_launch = false;
   return c;
 }
 

@@ -77,7 +77,7 @@ struct channel_of<Ctx> {
 /// for two ranks. Peers are visited from the next rank on (rank + 1, rank + 2, ...), so at more
 /// ranks no rank is every sender's first target, and thread k writes the header of the k-th of
 /// them (thread 0 the first peer's, whose packets it stores first: at two ranks, one address).
-/// `Early`: the channels' addresses computed once, before the round is known (step 0 below).
+/// `Early`: each channel's address computed once per call, apart from the step (step 0 below).
 template <ending E = ending::barrier, int World = 0, bool Early = (World > 1 && World <= 4), class Ctx,
           class T, class Op>
 ARK_HD bool all_reduce_one_shot_ll(const Ctx& ctx, const T* in, T* out, elem_range mine, const Op& op) {
@@ -96,13 +96,13 @@ ARK_HD bool all_reduce_one_shot_ll(const Ctx& ctx, const T* in, T* out, elem_ran
   auto* dst = reinterpret_cast<std::byte*>(out + mine.begin);
 
   // 0. `Early` (with the team's size known and a backend that names its channels, ll_packet):
-  // every channel's address before its step, computed once here, not again after each store's
-  // memory clobber. Inside a persistent kernel, one_step_world<2> took 0.02-0.05 us less per
-  // call on one H200; launched calls gained nothing, and the kernel the host launches for
-  // one_step (its dispatch to two ranks) lost 0.04-0.06 us at 8-64 KB, so that dispatch leaves
-  // it off (docs/perf.md, runs aq-at; two ranks measured). Up to four ranks (a few registers a
-  // peer); in rank order for the receiving side, so that the unrolled loops index them with
-  // constants (our own rank's is computed, unused)
+  // every channel's address without its step, computed once here, not again after each store's
+  // memory clobber (where the compiler places that work is its choice). Inside a persistent
+  // kernel, one_step_world<2> took 0.02-0.05 us less per call on one H200; launched calls gained
+  // nothing, and the kernel the host launches for one_step (its dispatch to two ranks) lost
+  // 0.04-0.06 us at 8-64 KB, so that dispatch leaves it off (docs/perf.md, runs aq-at; two
+  // ranks measured). Up to four ranks (a few registers a peer); in rank order for the receiving
+  // side, so that the unrolled loops index them with constants (our own rank's is unused)
   using channel = typename channel_of<Ctx>::type;
   constexpr bool early = Early && World > 1 && World <= 4 && !std::is_void_v<channel>;
   [[maybe_unused]] std::conditional_t<early, channel, int> out_ch[early ? World - 1 : 1]{};

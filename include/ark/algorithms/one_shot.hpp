@@ -123,6 +123,17 @@ ARK_HD bool all_reduce_one_shot_ll(const Ctx& ctx, const T* in, T* out, elem_ran
     else
       return B::rx(ctx, r, step);
   };
+  // the headers, where credits are implied (open_send writes them otherwise)
+  auto write_headers = [&] {
+    for (std::size_t k = t; k + 1 < static_cast<std::size_t>(world); k += nt) {
+      if constexpr (early) {
+        for (int c = 0; c + 1 < World; ++c) // a constant index keeps the channels in registers
+          if (static_cast<std::size_t>(c) == k) B::write_header(ctx, tx(c));
+      } else {
+        B::write_header(ctx, peer_after(static_cast<int>(k)), step);
+      }
+    }
+  };
 
   // 1. our vectors, in flight with the credits open_send reads. Credits are implied after a call
   // that exchanged packets with every peer in one step (ctx.exchanged): each peer sent them once
@@ -136,8 +147,7 @@ ARK_HD bool all_reduce_one_shot_ll(const Ctx& ctx, const T* in, T* out, elem_ran
   if (!ctx.exchanged) {
     if (!B::open_send(ctx, dma::peers::all(), step)) return false;
   } else if constexpr (!early) {
-    for (std::size_t k = t; k + 1 < static_cast<std::size_t>(world); k += nt)
-      B::write_header(ctx, peer_after(static_cast<int>(k)), step);
+    write_headers();
   }
 
   // 2. packets to every peer. Early, with implied credits, the headers after them (a peer reads a
@@ -145,10 +155,7 @@ ARK_HD bool all_reduce_one_shot_ll(const Ctx& ctx, const T* in, T* out, elem_ran
   for (std::size_t j = 0; j < H && t + j * nt < nv; ++j)
     for (int k = 0; k + 1 < world; ++k) tx(k).store(t + j * nt, own[j]);
   if constexpr (early) {
-    if (ctx.exchanged)
-      for (std::size_t k = t; k + 1 < static_cast<std::size_t>(world); k += nt)
-        for (int c = 0; c + 1 < World; ++c) // a constant index keeps the channels in registers
-          if (static_cast<std::size_t>(c) == k) B::write_header(ctx, tx(c));
+    if (ctx.exchanged) write_headers();
   }
 
   // 3. every peer's packets, folded in rank order. A packet that carries our call's tag is of a

@@ -142,14 +142,12 @@ struct ll_packet : thread_transfers<Depth> {
 
   template <class Ctx>
   ARK_HD static ll_writer<typename Ctx::platform> tx(const Ctx& ctx, int peer, std::uint64_t step) {
-    const std::uint32_t f = detail::ll_flag(step);
-    return {ctx.lay().ll(ctx.remote(peer), ctx.worker, ctx.rank(), step), f, f ^ ctx.desc.tag()};
+    return writer(ctx, ctx.lay().ll(ctx.remote(peer), ctx.worker, ctx.rank(), step), step);
   }
 
   template <class Ctx>
   ARK_HD static ll_reader<typename Ctx::platform> rx(const Ctx& ctx, int peer, std::uint64_t step) {
-    const std::uint32_t f = detail::ll_flag(step);
-    return {ctx.lay().ll(ctx.local(), ctx.worker, peer, step), f, f ^ ctx.desc.tag(), peer, step};
+    return reader(ctx, ctx.lay().ll(ctx.local(), ctx.worker, peer, step), peer, step);
   }
 
   /// Our channel into peer p's slots (where tx stores), and peer p's into ours (where rx polls).
@@ -165,14 +163,12 @@ struct ll_packet : thread_transfers<Depth> {
   template <class Ctx>
   ARK_HD static ll_writer<typename Ctx::platform> tx(const Ctx& ctx, const ll_channel& c,
                                                      std::uint64_t step) {
-    const std::uint32_t f = detail::ll_flag(step);
-    return {c.slot(step), f, f ^ ctx.desc.tag()};
+    return writer(ctx, c.slot(step), step);
   }
   template <class Ctx>
   ARK_HD static ll_reader<typename Ctx::platform> rx(const Ctx& ctx, const ll_channel& c, int peer,
                                                      std::uint64_t step) {
-    const std::uint32_t f = detail::ll_flag(step);
-    return {c.slot(step), f, f ^ ctx.desc.tag(), peer, step};
+    return reader(ctx, c.slot(step), peer, step);
   }
 
   /// Waits for the slot to be free, then writes the header packets.
@@ -245,6 +241,20 @@ struct ll_packet : thread_transfers<Depth> {
 private:
   ARK_HD static ll_channel channel(const layout& l, std::uint64_t* first) {
     return {first, l.ll_slot_stride / 8, l.ll_slots - 1u};
+  }
+  /// The writer and reader of `step` on the slot at `packets`: the step's flag, and that flag
+  /// xor the call's tag in a data packet's second half.
+  template <class Ctx>
+  ARK_HD static ll_writer<typename Ctx::platform> writer(const Ctx& ctx, std::uint64_t* packets,
+                                                         std::uint64_t step) {
+    const std::uint32_t f = detail::ll_flag(step);
+    return {packets, f, f ^ ctx.desc.tag()};
+  }
+  template <class Ctx>
+  ARK_HD static ll_reader<typename Ctx::platform> reader(const Ctx& ctx, std::uint64_t* packets, int peer,
+                                                         std::uint64_t step) {
+    const std::uint32_t f = detail::ll_flag(step);
+    return {packets, f, f ^ ctx.desc.tag(), peer, step};
   }
 };
 

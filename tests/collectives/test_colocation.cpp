@@ -68,11 +68,12 @@ TEST_CASE("max_ctas: an all-reduce under an SM budget is still exact") {
         o.max_ctas = budget;
         c.all_reduce<ark::algo::two_shot, ark::dma::thread_copy<4>>(in.data(), out.data(), n, ark::op::sum{},
                                                                     o);
-        for (std::size_t i = 0; i < n; ++i) {
-          std::int32_t want = 0;
-          for (int r = 0; r < world; ++r) want += pattern(n, r, budget)[i];
-          bad[rank] += out[i] != want;
+        std::vector<std::uint32_t> want(n, 0); // int32 sums wrap, as op::sum's do
+        for (int r = 0; r < world; ++r) {
+          const auto theirs = pattern(n, r, budget);
+          for (std::size_t i = 0; i < n; ++i) want[i] += static_cast<std::uint32_t>(theirs[i]);
         }
+        for (std::size_t i = 0; i < n; ++i) bad[rank] += out[i] != static_cast<std::int32_t>(want[i]);
       }
     });
     for (int r = 0; r < world; ++r) CHECK(bad[r] == 0);

@@ -15,12 +15,13 @@
 // three timed runs of N calls.
 //
 //   build/bench/ark_bench [--min BYTES] [--max BYTES] [--csv FILE] [--quick] [--no-early]
-//                         [--slot BYTES] [--workers N] [--ce-min BYTES] [--ce-chunk BYTES]
-//                         [--only VARIANT,...] [--ranks N]
+//                         [--slot BYTES] [--workers N] [--per-worker BYTES] [--ll-per-worker BYTES]
+//                         [--ce-min BYTES] [--ce-chunk BYTES] [--only VARIANT,...] [--ranks N]
 // (--no-early: the communicators launch plainly, not early: communicator::config::early_launch;
 // --ranks: N ranks placed round-robin over the GPUs, NCCL left out when they share one (it refuses
 // two ranks on a GPU; keep --max small enough that every rank's blocks fit at once);
-// --slot, --workers: team_config::slot_bytes and ::workers instead of the defaults; --ce-chunk:
+// --slot, --workers: team_config::slot_bytes and ::workers instead of the defaults; --per-worker,
+// --ll-per-worker: tuning::bytes_per_worker and ::ll_bytes_per_worker (a call's blocks); --ce-chunk:
 // communicator::config::ce_chunk_bytes; --only: these variants, and NCCL where it runs)
 #include "ark/ark.hpp"
 
@@ -61,14 +62,16 @@ struct options {
   std::size_t max_bytes = std::size_t(1) << 30;
   std::string csv = "ark_bench.csv";
   bool quick = false;
-  bool early_launch = true;     // communicator::config::early_launch (--no-early: plain launches)
-  std::size_t slot_bytes = 0;   // team_config::slot_bytes (--slot; 0: the default)
-  unsigned workers = 0;         // team_config::workers (--workers; 0: the default)
-  std::size_t ce_min = 1 << 20; // the copy-engine variant from this size up (--ce-min)
-  std::size_t ce_chunk = 0;     // communicator::config::ce_chunk_bytes (--ce-chunk; 0: the default)
-  unsigned only = 0;            // variants to run, a bit each (--only; 0: all)
-  int ranks = 0;                // ranks, round-robin over the GPUs (--ranks; 0: one per GPU)
-  bool nccl = true;             // NCCL beside ark (not when ranks share a GPU: NCCL refuses that)
+  bool early_launch = true;      // communicator::config::early_launch (--no-early: plain launches)
+  std::size_t slot_bytes = 0;    // team_config::slot_bytes (--slot; 0: the default)
+  unsigned workers = 0;          // team_config::workers (--workers; 0: the default)
+  std::size_t per_worker = 0;    // tuning::bytes_per_worker (--per-worker; 0: the default)
+  std::size_t ll_per_worker = 0; // tuning::ll_bytes_per_worker (--ll-per-worker; 0: the default)
+  std::size_t ce_min = 1 << 20;  // the copy-engine variant from this size up (--ce-min)
+  std::size_t ce_chunk = 0;      // communicator::config::ce_chunk_bytes (--ce-chunk; 0: the default)
+  unsigned only = 0;             // variants to run, a bit each (--only; 0: all)
+  int ranks = 0;                 // ranks, round-robin over the GPUs (--ranks; 0: one per GPU)
+  bool nccl = true;              // NCCL beside ark (not when ranks share a GPU: NCCL refuses that)
   bool runs(variant v) const {
     return v == variant::nccl ? nccl : !only || (only >> static_cast<int>(v)) & 1u;
   }
@@ -117,6 +120,8 @@ public:
     cfg.early_launch = s.opt.early_launch;
     if (s.opt.slot_bytes) cfg.team.slot_bytes = s.opt.slot_bytes;
     if (s.opt.workers) cfg.team.workers = s.opt.workers;
+    if (s.opt.per_worker) cfg.tuning.bytes_per_worker = s.opt.per_worker;
+    if (s.opt.ll_per_worker) cfg.tuning.ll_bytes_per_worker = s.opt.ll_per_worker;
     if (s.opt.ce_chunk) cfg.ce_chunk_bytes = s.opt.ce_chunk;
     comm_ = std::make_unique<comm_t>(ark::in_process_bootstrap(s.group, rank), cfg);
     stream_ = comm_->stream();
@@ -134,8 +139,8 @@ public:
     rt::check(rt::event_create(&stop_), "event");
   }
   ~rank_runner() {
-    rt::event_destroy(start_);
-    rt::event_destroy(stop_);
+    (void)rt::event_destroy(start_); // a destructor: nothing to report to
+    (void)rt::event_destroy(stop_);
     gpu::release(in_);
     gpu::release(out_);
   }
@@ -265,8 +270,8 @@ private:
     const float ms = runs[1];
     const std::size_t wrong = check(n);
     if (m == mode::graph) {
-      rt::graph_exec_destroy(exec);
-      rt::graph_destroy(g);
+      rt::check(rt::graph_exec_destroy(exec), "graph");
+      rt::check(rt::graph_destroy(g), "graph");
     }
     if (rank_ == 0) s_.results.push_back({bytes, m, v, ms * 1000.0 / iters, wrong});
     s_.sync.arrive_and_wait();
@@ -367,6 +372,10 @@ int main(int argc, char** argv) {
       opt.slot_bytes = parse_bytes(argv[++i]), command += std::string(" ") + argv[i];
     else if (a == "--workers" && i + 1 < argc)
       opt.workers = static_cast<unsigned>(std::atoi(argv[++i])), command += std::string(" ") + argv[i];
+    else if (a == "--per-worker" && i + 1 < argc)
+      opt.per_worker = parse_bytes(argv[++i]), command += std::string(" ") + argv[i];
+    else if (a == "--ll-per-worker" && i + 1 < argc)
+      opt.ll_per_worker = parse_bytes(argv[++i]), command += std::string(" ") + argv[i];
     else if (a == "--ce-min" && i + 1 < argc)
       opt.ce_min = parse_bytes(argv[++i]), command += std::string(" ") + argv[i];
     else if (a == "--ce-chunk" && i + 1 < argc)
@@ -376,10 +385,12 @@ int main(int argc, char** argv) {
     else if (a == "--ranks" && i + 1 < argc && std::atoi(argv[i + 1]) >= 1)
       opt.ranks = std::atoi(argv[++i]), command += std::string(" ") + argv[i];
     else {
-      std::fprintf(stderr,
-                   "usage: %s [--min BYTES] [--max BYTES] [--csv FILE] [--quick] [--no-early] [--slot BYTES] "
-                   "[--workers N] [--ce-min BYTES] [--ce-chunk BYTES] [--only VARIANT,...] [--ranks N]\n",
-                   argv[0]);
+      std::fprintf(
+          stderr,
+          "usage: %s [--min BYTES] [--max BYTES] [--csv FILE] [--quick] [--no-early] [--slot BYTES] "
+          "[--workers N] [--per-worker BYTES] [--ll-per-worker BYTES] [--ce-min BYTES] [--ce-chunk BYTES] "
+          "[--only VARIANT,...] [--ranks N]\n",
+          argv[0]);
       return 64;
     }
   }

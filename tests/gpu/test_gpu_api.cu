@@ -147,8 +147,8 @@ TEST_CASE("gpu: collectives captured in a CUDA graph give the right result on ev
         bad[rank] += (i < 1000 && ra[i] != want) + (rb[i] != want) + (rd[i] != want);
       }
     }
-    rt::graph_exec_destroy(exec);
-    rt::graph_destroy(graph);
+    rt::check(rt::graph_exec_destroy(exec), "graph");
+    rt::check(rt::graph_destroy(graph), "graph");
   });
   for (int r = 0; r < world; ++r) CHECK(bad[r] == 0);
 }

@@ -38,9 +38,11 @@ struct training_loop {
 };
 
 #if defined(ARK_GPU_COMPILER)
-/// Your kernel: here it only loops, in real code it would also run the model.
+/// Your kernel: here it only loops, in real code it would also run the model. The bound (512
+/// threads, one block an SM) keeps ptxas within the 128 registers a thread that a 512-thread block
+/// may use: the collective code alone takes up to about 125, and your own code adds to it.
 template <class P>
-__global__ void persistent_kernel(const training_loop<P> loop) {
+__global__ void __launch_bounds__(512, 1) persistent_kernel(const training_loop<P> loop) {
   ark::block_scope block;
   loop.run(block, blockIdx.x, gridDim.x);
 }

@@ -146,15 +146,43 @@ TEST_CASE(
   CHECK(service.executions() == 3); // 112 + 112 + 76 launches: two re-arms and the call's end
   // a slot is reused as soon as its copy was signalled, while its graph is still ending: refused
   CHECK(service.refusals() > 0);
-  CHECK(ctl.err.code == 0);
+  CHECK(ark::read_error(ctl).code == 0);
   // a copy that is not a channel slot has no graph: recorded as unsupported, never copied
   std::vector<std::byte> elsewhere(64, std::byte{7});
   REQUIRE(engine::post(ctx, l.data(t.base[1], 0, 0, 0), elsewhere.data(), 64, nullptr, 0));
   const auto t0 = std::chrono::steady_clock::now();
-  while (ctl.err.code == 0 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5))
+  while (ark::read_error(ctl).code == 0 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5))
     std::this_thread::yield();
-  CHECK(ctl.err.code == static_cast<std::uint32_t>(ark::errc::unsupported));
-  CHECK(ctl.err.what == static_cast<std::uint32_t>(ark::wait_kind::engine));
+  const ark::error_record e = ark::read_error(ctl); // the launcher thread wrote it
+  CHECK(e.code == static_cast<std::uint32_t>(ark::errc::unsupported));
+  CHECK(e.what == static_cast<std::uint32_t>(ark::wait_kind::engine));
+  // the rank failed: the launchers that follow copy and signal nothing more, they only take and
+  // complete requests (the refused one, a copy, an end that counts one of two workers: that call
+  // never ends), and return once nothing came for the bound (twice the team's timeout)
+  std::byte* later_dst = l.data(t.base[1], 0, 0, 1);
+  std::byte* later_src = l.stage(t.local(), 0, 1, 1);
+  const std::byte old_byte = later_dst[0];
+  for (std::size_t i = 0; i < 64; ++i) later_src[i] = ~old_byte;
+  std::uint64_t later_flag = 0;
+  REQUIRE(engine::post(ctx, later_dst, later_src, 64, &later_flag, 1));
+  const ark::context<host, engine, ark::single_thread_scope> of_two(g, t, 0, 2, ark::call_desc{});
+  engine::finish(of_two);
+  ark::engine_queue* q = l.queue(t.engine, 0);
+  const std::uint64_t posted = host::load_acquire(&q->posted);
+  auto wait_until = [](auto done) {
+    const auto t1 = std::chrono::steady_clock::now();
+    while (!done() && std::chrono::steady_clock::now() - t1 < std::chrono::seconds(15))
+      std::this_thread::yield();
+    return std::chrono::steady_clock::now() - t1;
+  };
+  wait_until([&] { return host::load_acquire(&q->completed) == posted; });
+  CHECK(host::load_acquire(&q->completed) == posted);
+  const std::uint64_t executions = service.executions();
+  const auto drained_for = wait_until([&] { return service.executions() > executions; });
+  CHECK(service.executions() > executions);
+  CHECK(drained_for < std::chrono::seconds(8));
+  CHECK(host::load_acquire(&later_flag) == 0);
+  CHECK(later_dst[0] == old_byte);
   service.stop();
   host::release(queues);
   host::release(region[0]);

@@ -59,7 +59,7 @@ TEST_CASE("proxy_engine: posts return at once, at most Depth are in flight, comp
   CHECK(waited < std::chrono::milliseconds(2000));
   CHECK(t.ctl.err.code == static_cast<std::uint32_t>(ark::errc::timeout));
   CHECK(t.ctl.err.what == static_cast<std::uint32_t>(ark::wait_kind::engine));
-  t.ctl.err = {}; // forget the failure, record and claim word (later waits would end at once)
+  ark::clear_error(t.ctl); // forget the failure, record and claim word (later waits would end at once)
   *t.lay.claim(t.region.ptr) = 0;
   // the engine drains the queue in order and raises the flag after each copy
   ark::dma::host_proxy service;

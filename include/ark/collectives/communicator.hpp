@@ -17,6 +17,7 @@
 #include "ark/dma/gpu_proxy.hpp"
 #endif
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -346,14 +347,16 @@ public:
     bool quiet = false;
     try {
       auto* c = control_host();
-      if constexpr (requires { graphs_.quiesce(); })
-        graphs_.quiesce(); // a launcher still running ends sooner while an abort is still raised
-      c->abort = 0;
-      c->err = {};
+      // what still runs on our streams ends first, sooner while an abort is still raised
+      if constexpr (requires { graphs_.quiesce(); }) graphs_.quiesce();
+      P::synchronize(stream_);
+      for (auto s : ce_side_)
+        if (s) P::synchronize(s);
+      clear_error(*c);
       P::zero(team_.lay.claim(region_.ptr), sizeof(std::uint32_t));
       P::launch(stream_, launch_shape{1, 1}, detail::barrier_work<P>{device_handle()});
       P::synchronize(stream_);
-      quiet = c->err.code == 0;
+      quiet = read_error(*c).code == 0;
     } catch (...) {
     }
     if constexpr (!std::is_empty_v<engine_type>) engine_.stop();
@@ -508,19 +511,19 @@ public:
   // -- errors -------------------------------------------------------------------------------------
   /// Makes every wait of this rank fail promptly (from any thread); later calls throw aborted_error.
   void abort() {
-    aborted_ = true;
+    aborted_.store(true);
     auto* c = control_host();
     std::atomic_ref<std::uint64_t>(c->abort).store(1);
   }
-  bool aborted() const { return aborted_; }
+  bool aborted() const { return aborted_.load(); }
 
   /// The first failure recorded on this rank (code 0: none).
-  error_record last_error() const { return control_host()->err; }
+  error_record last_error() const { return read_error(*control_host()); }
 
   /// Waits for the stream, then throws if a call failed.
   void synchronize() {
     P::synchronize(stream_);
-    const error_record e = control_host()->err;
+    const error_record e = read_error(*control_host());
     if (e.code) raise(e, rank(), "synchronize");
   }
 
@@ -983,8 +986,8 @@ private:
   control_block* control_host() const { return static_cast<control_block*>(control_.host_ptr); }
 
   void check_usable(const char* call) const {
-    if (aborted_) throw aborted_error(std::string(call) + ": the communicator was aborted");
-    const error_record e = control_host()->err;
+    if (aborted_.load()) throw aborted_error(std::string(call) + ": the communicator was aborted");
+    const error_record e = read_error(*control_host());
     if (e.code)
       throw error(static_cast<errc>(e.code), std::string(call) +
                                                  ": communicator unusable after an earlier failure (" +
@@ -993,7 +996,7 @@ private:
 
   void after_launch(const char* call) {
     if constexpr (P::synchronous_launch) {
-      const error_record e = control_host()->err;
+      const error_record e = read_error(*control_host());
       if (e.code) raise(e, rank(), call);
     }
   }
@@ -1043,8 +1046,8 @@ private:
   typename P::control_memory control_{};
   typename P::stream stream_{};
   std::vector<std::unique_ptr<window_view>> windows_;
-  bool aborted_ = false;
-  std::uint64_t ce_epoch_ = 0; ///< copy-engine rounds made (GPU path)
+  std::atomic<bool> aborted_{false}; // abort() may come from any thread
+  std::uint64_t ce_epoch_ = 0;       ///< copy-engine rounds made (GPU path)
   /// The copy-engine all-reduce's streams (push to the peers, reduce, gather to the peers), made
   /// at its first call; each call orders them after the call's stream and that after them.
   typename P::stream ce_side_[3]{};

@@ -15,7 +15,7 @@ namespace ark {
 
 struct tuning {
   std::size_t ll_max_bytes = 64 << 10;        ///< LL packets up to this many bytes per rank
-  std::size_t one_shot_max_bytes = 1 << 20;   ///< one-shot all-reduce up to here when world > 2
+  std::size_t one_shot_max_bytes = 1 << 20;   ///< one-shot all-reduce up to here (any world > 1)
   std::size_t direct_max_world = 8;           ///< direct (not ring) collectives up to this world
   std::size_t bytes_per_worker = 256 << 10;   ///< one more worker per this many bytes (thread copies)
   std::size_t ll_bytes_per_worker = 64 << 10; ///< one more worker per this many bytes (LL packets)

@@ -6,7 +6,7 @@
 //   1. Scoped atomics on 64-bit flags, at system scope (visible to peers and to the host):
 //      load_acquire, load_relaxed, store_release, store_relaxed, fetch_add (acq_rel), a 32-bit
 //      compare_exchange and load_relaxed (to claim the error record, and to see that it was
-//      claimed), fence() (acq_rel, system scope), and
+//      claimed) and store_release (to publish it), fence() (acq_rel, system scope), and
 //      store_after_reads: a store ordered after the scope's earlier loads (after a barrier) but
 //      not necessarily after its stores; it acknowledges that a slot has been read; and its
 //      counterpart load_before_writes: a load ordered before later stores (a sender's credit).
@@ -89,6 +89,7 @@ concept device = requires {
   { P::fetch_add(f, v) } -> std::same_as<std::uint64_t>;
   { P::compare_exchange(w, u, u) } -> std::same_as<bool>;
   { P::load_relaxed(static_cast<const std::uint32_t*>(w)) } -> std::same_as<std::uint32_t>;
+  { P::store_release(w, u) } -> std::same_as<void>;
   { P::fence() } -> std::same_as<void>;
   // 2. clock
   { P::now_ns() } -> std::same_as<std::uint64_t>;

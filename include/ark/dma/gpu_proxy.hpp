@@ -109,13 +109,15 @@ private:
   /// raises its abort flag, so that waits on this rank end promptly.
   static void fail(control_block* ctl, unsigned worker, std::uint64_t request) {
     (void)ark::detail::rt::get_last_error();
-    std::atomic_ref<std::uint32_t> code(ctl->err.code);
-    std::uint32_t zero = 0;
-    if (code.compare_exchange_strong(zero, static_cast<std::uint32_t>(errc::platform))) {
-      ctl->err.peer = -1;
-      ctl->err.worker = worker;
-      ctl->err.what = static_cast<std::uint32_t>(wait_kind::engine);
-      ctl->err.step = request;
+    error_record& e = ctl->host_err; // this thread is its only writer
+    std::atomic_ref<std::uint32_t> code(e.code);
+    if (code.load(std::memory_order_relaxed) == 0) {
+      e.peer = -1;
+      e.worker = worker;
+      e.what = static_cast<std::uint32_t>(wait_kind::engine);
+      e.step = request;
+      e.mine = e.theirs = 0;
+      code.store(static_cast<std::uint32_t>(errc::platform), std::memory_order_release);
     }
     std::atomic_ref<std::uint64_t>(ctl->abort).store(1);
   }

@@ -141,11 +141,17 @@ inline constexpr unsigned graph_launches_per_execution = 112;
 /// are bounded, and each worker posts request_end however its call ended); a request that stays
 /// pending and unserved past the timeout is. An abort, or keep() -> false (the host model's
 /// shutdown), stops it.
+/// Once the rank failed (its error record claimed) when a launcher starts, it drains: it takes
+/// and completes every request but copies and signals nothing (a call behind a failed one stores
+/// nothing into the peers), and returns once nothing came for the timeout. A launcher that
+/// returned `failed` left its call's later requests and ends to the next one, whose count of
+/// ends may then never match: without that bound it, and the stream behind it, would wait for ever.
 ARK_EXEC_CHECK_DISABLE
 template <class P, class Launch, class Keep>
 ARK_HD serve_end serve_call(const graph_state& v, Launch&& launch, Keep&& keep) {
   const team_view& t = v.team;
   const layout& l = t.lay;
+  const bool drain = P::load_relaxed(l.claim(t.local())) != 0;
   unsigned launches = 0;
   // last: when the launcher last served, or had nothing to serve; active: when it last served
   std::uint64_t last = P::now_ns(), active = last, refused_since = 0;
@@ -169,6 +175,8 @@ ARK_HD serve_end serve_call(const graph_state& v, Launch&& launch, Keep&& keep) 
             q->taken = taken + 1;
             return serve_end::call_done;
           }
+        } else if (drain) {
+          P::fetch_add(&q->completed, 1);
         } else if (r.dst && r.bytes) {
           const graph_route g = route_request(t, w, r);
           if (!g.ok) { // not a channel slot: no copy was instantiated for it
@@ -221,6 +229,8 @@ ARK_HD serve_end serve_call(const graph_state& v, Launch&& launch, Keep&& keep) 
     }
     if (!pending) last = now;
     if (now - last > v.timeout_ns) return fail(errc::timeout, 0, 0, *v.ended, 0); // requests left unserved
+    if (drain && now - active > v.timeout_ns)
+      return fail(errc::timeout, 0, 0, *v.ended, 1); // recorded before
     if ((idle & 1023u) == 1023u && (!keep() || (now - active > 100000 && P::load_acquire(&t.ctl->abort)))) {
       *v.ended = 0;
       return serve_end::stopped;
@@ -276,6 +286,10 @@ public:
     for (auto& c : copiers_)
       c = std::thread([this, &c] { run_copier(static_cast<unsigned>(&c - copiers_)); });
   }
+
+  /// Ends the launcher and the copy pool, as the GPU engine's quiesce waits for its launcher: the
+  /// communicator's teardown then clears the error record that the launcher may write.
+  void quiesce() { stop(); }
 
   void stop() {
     stop_.store(true);

@@ -115,6 +115,9 @@ struct gpu {
   ARK_HD static void store_release(std::uint64_t* p, std::uint64_t v) {
     ARK_GPU_OR_HOST(detail::gpu::store_release(p, v), host::store_release(p, v));
   }
+  ARK_HD static void store_release(std::uint32_t* p, std::uint32_t v) {
+    ARK_GPU_OR_HOST(detail::gpu::store_release(p, v), host::store_release(p, v));
+  }
   ARK_HD static void store_relaxed(std::uint64_t* p, std::uint64_t v) {
     ARK_GPU_OR_HOST(detail::gpu::store_relaxed(p, v), host::store_relaxed(p, v));
   }

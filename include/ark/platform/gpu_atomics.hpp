@@ -30,6 +30,9 @@ ARK_DEVICE ARK_FORCEINLINE std::uint32_t load_relaxed(const std::uint32_t* p) {
 ARK_DEVICE ARK_FORCEINLINE void store_release(std::uint64_t* p, std::uint64_t v) {
   asm volatile("st.release.sys.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
+ARK_DEVICE ARK_FORCEINLINE void store_release(std::uint32_t* p, std::uint32_t v) {
+  asm volatile("st.release.sys.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
 ARK_DEVICE ARK_FORCEINLINE void store_relaxed(std::uint64_t* p, std::uint64_t v) {
   asm volatile("st.relaxed.sys.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
@@ -97,6 +100,9 @@ ARK_DEVICE ARK_FORCEINLINE std::uint32_t load_relaxed(const std::uint32_t* p) {
   return __hip_atomic_load(p, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM);
 }
 ARK_DEVICE ARK_FORCEINLINE void store_release(std::uint64_t* p, std::uint64_t v) {
+  __hip_atomic_store(p, v, __ATOMIC_RELEASE, __HIP_MEMORY_SCOPE_SYSTEM);
+}
+ARK_DEVICE ARK_FORCEINLINE void store_release(std::uint32_t* p, std::uint32_t v) {
   __hip_atomic_store(p, v, __ATOMIC_RELEASE, __HIP_MEMORY_SCOPE_SYSTEM);
 }
 ARK_DEVICE ARK_FORCEINLINE void store_relaxed(std::uint64_t* p, std::uint64_t v) {

@@ -59,7 +59,7 @@ public:
       (*b.work)(g, w, b.shape.workers);
     };
     grow(total);
-    job_ = job{&b, invoke, total};
+    job_ = job{&b, invoke, total, shape.threads};
     done_.store(0);
     error_ = nullptr;
     generation_.fetch_add(1, std::memory_order_release);
@@ -75,6 +75,7 @@ private:
     const void* bound;
     void (*invoke)(const void*, unsigned);
     unsigned threads;
+    unsigned team_threads; // threads of one worker
   };
 
   /// Spawns helpers until there are total - 1 of them (the caller is thread 0).
@@ -94,8 +95,12 @@ private:
     try {
       job_.invoke(job_.bound, tid);
     } catch (...) {
-      std::lock_guard<std::mutex> lock(error_mutex_);
-      if (!error_) error_ = std::current_exception();
+      {
+        std::lock_guard<std::mutex> lock(error_mutex_);
+        if (!error_) error_ = std::current_exception();
+      }
+      // this thread never arrives again: its team's barrier would wait for it for ever
+      barriers_[tid / job_.team_threads].break_for_good();
     }
   }
 
@@ -198,6 +203,9 @@ struct host {
   }
   ARK_HD static void store_release(std::uint64_t* p, std::uint64_t v) {
     ARK_HOST_ONLY(detail::host_impl::store(p, v, std::memory_order_release));
+  }
+  ARK_HD static void store_release(std::uint32_t* p, std::uint32_t v) {
+    ARK_HOST_ONLY(std::atomic_ref<std::uint32_t>(*p).store(v, std::memory_order_release));
   }
   ARK_HD static void store_relaxed(std::uint64_t* p, std::uint64_t v) {
     ARK_HOST_ONLY(detail::host_impl::store(p, v, std::memory_order_relaxed));

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "ark/concepts/scope.hpp"
+#include "ark/core/error.hpp"
 
 #include <atomic>
 #include <thread>
@@ -10,6 +11,8 @@ namespace ark {
 
 /// A reusable barrier for a fixed number of threads that also ORs a predicate across them.
 /// Spins briefly, then yields, then sleeps on the generation word: ranks may outnumber cores.
+/// Broken (a thread of the team ended with an exception and will never arrive), it throws
+/// aborted_error in every thread that waits or arrives, so that the team unwinds, never hangs.
 class host_barrier {
 public:
   explicit host_barrier(unsigned n = 1) : n_(n) {}
@@ -18,12 +21,20 @@ public:
 
   void reset(unsigned n) {
     n_ = n;
+    broken_.store(false);
     count_.store(0);
     any_[0].store(0);
     any_[1].store(0);
   }
 
+  void break_for_good() {
+    broken_.store(true);
+    gen_.fetch_add(1, std::memory_order_acq_rel);
+    gen_.notify_all();
+  }
+
   bool arrive_and_wait(bool p) {
+    check();
     const unsigned g = gen_.load(std::memory_order_acquire);
     if (p) any_[g & 1].store(1, std::memory_order_relaxed);
     if (count_.fetch_add(1, std::memory_order_acq_rel) + 1 == n_) {
@@ -38,12 +49,19 @@ public:
         else
           gen_.wait(g, std::memory_order_acquire);
       }
+      check();
     }
     return any_[g & 1].load(std::memory_order_relaxed) != 0;
   }
 
 private:
+  void check() const {
+    if (broken_.load())
+      throw aborted_error("host team: another thread of this worker ended with an exception");
+  }
+
   unsigned n_;
+  std::atomic<bool> broken_{false};
   std::atomic<unsigned> count_{0};
   std::atomic<unsigned> gen_{0};
   std::atomic<unsigned> any_[2] = {0, 0};

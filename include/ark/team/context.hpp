@@ -50,9 +50,10 @@ ARK_HD std::size_t piece_elems(const layout& l, bool ll) {
 }
 
 /// Records the first failure of a rank in its control block; later ones are dropped. The first
-/// failing worker claims the record with an atomic on the rank's own (device) memory, then writes
-/// it with plain stores, the code last: the control block is host memory, where GPUs have no
-/// native atomics.
+/// failing worker claims the record with an atomic on the rank's own (device) memory (the control
+/// block is host memory, where GPUs have no native read-modify-write atomics), writes it with
+/// plain stores, and publishes it with a release store of the code, which the host reads first
+/// (read_error).
 template <device P>
 ARK_HD void record_error(const team_view& t, errc code, std::uint32_t what, int peer, unsigned worker,
                          std::uint64_t step, std::uint64_t mine, std::uint64_t theirs) {
@@ -65,7 +66,7 @@ ARK_HD void record_error(const team_view& t, errc code, std::uint32_t what, int 
   e.mine = mine;
   e.theirs = theirs;
   P::fence();
-  *static_cast<volatile std::uint32_t*>(&e.code) = static_cast<std::uint32_t>(code);
+  P::store_release(&e.code, static_cast<std::uint32_t>(code));
   P::fence();
 }
 

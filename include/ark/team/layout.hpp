@@ -26,11 +26,11 @@
 // Flags sit 64 bytes apart so that host threads do not false-share them.
 #pragma once
 
-#include <bit>
-
 #include "ark/config.hpp"
 #include "ark/core/error.hpp"
 
+#include <atomic>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -98,12 +98,44 @@ enum class engine_path : std::uint32_t {
   device_graphs = 1, ///< CUDA: a launcher kernel launches pre-instantiated copy graphs, no CPU
 };
 
-/// Host-visible control block of a rank: its error record and abort flag.
+/// Host-visible control block of a rank: its error records and abort flag. Each record has one
+/// writer at a time, which publishes it with a release store of its code, written last.
 struct control_block {
-  error_record err;
-  std::uint64_t abort;
-  std::uint64_t pad[9];
+  error_record err;      ///< the first failure a worker recorded (record_error, after a claim)
+  std::uint64_t abort;   ///< raised: every wait of the rank ends
+  error_record host_err; ///< a failure of the host thread serving the rank's engine (gpu_proxy)
+  std::uint64_t pad[4];
 };
+
+namespace detail {
+inline error_record read_record(const error_record& r) {
+  const std::uint32_t v =
+      std::atomic_ref<std::uint32_t>(const_cast<std::uint32_t&>(r.code)).load(std::memory_order_acquire);
+  if (v == 0) return {};
+  error_record e = r; // published: nobody writes it until clear_error
+  e.code = v;
+  return e;
+}
+inline void clear_record(error_record& r) {
+  r.peer = 0, r.worker = 0, r.what = 0, r.step = 0, r.mine = 0, r.theirs = 0;
+  std::atomic_ref<std::uint32_t>(r.code).store(0, std::memory_order_release);
+}
+} // namespace detail
+
+/// The host's reading of a rank's failure while its writers may still run (kernels, engine
+/// threads): a code acquired first, the rest of its record only once it was published. A failure
+/// of the engine's host thread comes first: it raises the abort that ends the workers' waits.
+inline error_record read_error(const control_block& c) {
+  const error_record h = detail::read_record(c.host_err);
+  return h.code ? h : detail::read_record(c.err);
+}
+
+/// Clears a rank's error records and abort flag, for a new start; nothing of the rank may run.
+inline void clear_error(control_block& c) {
+  detail::clear_record(c.err);
+  detail::clear_record(c.host_err);
+  std::atomic_ref<std::uint64_t>(c.abort).store(0, std::memory_order_release);
+}
 
 struct layout {
   static constexpr std::uint64_t flag_stride = 64;

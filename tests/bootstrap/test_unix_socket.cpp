@@ -1,5 +1,5 @@
 // The Unix-socket bootstrap, across real processes: all_gather in rank order, repeatedly; a rank
-// that never connects is a timeout within the bound.
+// that never connects, or stops reading, is a timeout within the bound.
 #include "ark/bootstrap/unix_socket.hpp"
 
 #include <doctest/doctest.h>
@@ -8,7 +8,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstddef>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -68,4 +70,24 @@ TEST_CASE("unix_socket bootstrap: a rank that never connects is a timeout") {
   CHECK_THROWS_AS(ark::unix_socket_bootstrap(path + ".none", 1, 2, std::chrono::milliseconds(200)),
                   ark::timeout_error);
   CHECK_THROWS_AS(ark::unix_socket_bootstrap(path, 2, 2), ark::invalid_argument);
+}
+
+TEST_CASE("unix_socket bootstrap: a peer that stops reading is a timeout, not a blocked send") {
+  const std::string path = socket_path("stalled");
+  CHECK(in_processes(2, [&](int rank) {
+          if (rank == 0) { // joins, then takes nothing for longer than rank 1's bound
+            ark::unix_socket_bootstrap b(path, 0, 2, std::chrono::seconds(20));
+            std::this_thread::sleep_for(std::chrono::seconds(4));
+            return true;
+          }
+          ark::unix_socket_bootstrap b(path, 1, 2, std::chrono::seconds(1));
+          std::vector<std::byte> mine(16 << 20), all(2 * mine.size()); // far more than a socket buffers
+          const auto t0 = std::chrono::steady_clock::now();
+          try {
+            b.all_gather(mine.data(), all.data(), mine.size());
+          } catch (const ark::timeout_error&) {
+            return std::chrono::steady_clock::now() - t0 < std::chrono::seconds(3);
+          }
+          return false;
+        }) == 2);
 }

@@ -57,8 +57,8 @@ public:
       state_->path = path;
       state_->peers.assign(world, -1);
       for (int accepted = 1; accepted < world; ++accepted) {
-        wait_readable(fd, deadline,
-                      "ranks connecting (" + std::to_string(accepted) + " of " + std::to_string(world) + ")");
+        wait_ready(fd, POLLIN, deadline,
+                   "ranks connecting (" + std::to_string(accepted) + " of " + std::to_string(world) + ")");
         const int c = ::accept(fd, nullptr, nullptr);
         if (c < 0) fail("accept");
         std::int32_t who = -1;
@@ -85,7 +85,7 @@ public:
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
       }
       const std::int32_t me = rank;
-      state_->send_all(state_->root, &me, sizeof me);
+      state_->send_all(state_->root, &me, sizeof me, deadline);
     }
   }
 
@@ -108,10 +108,10 @@ public:
                                                              std::to_string(n));
         s.recv_all(s.peers[r], o + r * n, n, deadline);
       }
-      for (int r = 1; r < s.world; ++r) s.send_all(s.peers[r], o, n * s.world);
+      for (int r = 1; r < s.world; ++r) s.send_all(s.peers[r], o, n * s.world, deadline);
     } else {
-      s.send_all(s.root, &len, sizeof len);
-      s.send_all(s.root, in, n);
+      s.send_all(s.root, &len, sizeof len, deadline);
+      s.send_all(s.root, in, n, deadline);
       s.recv_all(s.root, o, n * s.world, deadline);
     }
   }
@@ -134,10 +134,13 @@ private:
         ::unlink(path.c_str());
       }
     }
-    void send_all(int fd, const void* p, std::size_t n) {
+    /// Bounded too: a live peer that stops reading fills the socket's buffer
+    void send_all(int fd, const void* p, std::size_t n, std::chrono::steady_clock::time_point deadline) {
       const auto* b = static_cast<const std::byte*>(p);
       while (n) {
-        const ssize_t k = ::send(fd, b, n, MSG_NOSIGNAL);
+        wait_ready(fd, POLLOUT, deadline, "a peer rank to take our bytes");
+        const ssize_t k = ::send(fd, b, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
         if (k <= 0) fail("send to a peer rank");
         b += k, n -= static_cast<std::size_t>(k);
       }
@@ -145,7 +148,7 @@ private:
     void recv_all(int fd, void* p, std::size_t n, std::chrono::steady_clock::time_point deadline) {
       auto* b = static_cast<std::byte*>(p);
       while (n) {
-        wait_readable(fd, deadline, "a peer rank's bytes");
+        wait_ready(fd, POLLIN, deadline, "a peer rank's bytes");
         const ssize_t k = ::recv(fd, b, n, 0);
         if (k <= 0) fail("a peer rank closed its connection");
         b += k, n -= static_cast<std::size_t>(k);
@@ -158,12 +161,13 @@ private:
     if (fd < 0) fail("socket");
     return fd;
   }
-  static void wait_readable(int fd, std::chrono::steady_clock::time_point deadline, const std::string& what) {
+  static void wait_ready(int fd, short events, std::chrono::steady_clock::time_point deadline,
+                         const std::string& what) {
     for (;;) {
       const auto left =
           std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
       if (left.count() <= 0) throw timeout_error("unix_socket_bootstrap: timed out waiting for " + what, {});
-      pollfd p{fd, POLLIN, 0};
+      pollfd p{fd, events, 0};
       const int r = ::poll(&p, 1, static_cast<int>(left.count()));
       if (r > 0) return;
       if (r < 0 && errno != EINTR) fail("poll");

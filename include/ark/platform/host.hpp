@@ -287,8 +287,13 @@ struct host {
     c = {};
   }
 
-  static void zero(void* p, std::size_t bytes) { std::memset(p, 0, bytes); }
-  static void copy(void* dst, const void* src, std::size_t bytes) { std::memcpy(dst, src, bytes); }
+  // nothing to do for 0 bytes, whatever the pointers (memset and memcpy may not take null ones)
+  static void zero(void* p, std::size_t bytes) {
+    if (bytes) std::memset(p, 0, bytes);
+  }
+  static void copy(void* dst, const void* src, std::size_t bytes) {
+    if (bytes) std::memcpy(dst, src, bytes);
+  }
 
   // 6. execution -------------------------------------------------------------------------------
   static stream create_stream(int /*device*/, int /*priority*/ = 0) { return new host_stream(); }

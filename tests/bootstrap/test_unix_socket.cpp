@@ -1,14 +1,18 @@
 // The Unix-socket bootstrap, across real processes: all_gather in rank order, repeatedly; a rank
-// that never connects, or stops reading, is a timeout within the bound.
+// that never connects, or stops reading, and a listener that never accepts, are timeouts within the
+// bound.
 #include "ark/bootstrap/unix_socket.hpp"
 
 #include <doctest/doctest.h>
 
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstddef>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -90,4 +94,35 @@ TEST_CASE("unix_socket bootstrap: a peer that stops reading is a timeout, not a 
           }
           return false;
         }) == 2);
+}
+
+TEST_CASE("unix_socket bootstrap: a listener that never accepts (backlog full) is a timeout, not a blocked "
+          "connect") {
+  const std::string path = socket_path("stale");
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  const int listener = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  REQUIRE(listener >= 0);
+  ::unlink(path.c_str());
+  REQUIRE(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  REQUIRE(::listen(listener, 0) == 0);
+  // fill its backlog: nonblocking connects succeed until it is full, then refuse
+  std::vector<int> queued;
+  for (int i = 0; i < 64; ++i) {
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    REQUIRE(fd >= 0);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+      ::close(fd);
+      break;
+    }
+    queued.push_back(fd);
+  }
+  REQUIRE(queued.size() < 64); // the backlog is full now: a blocking connect would wait for ever
+  const auto t0 = std::chrono::steady_clock::now();
+  CHECK_THROWS_AS(ark::unix_socket_bootstrap(path, 1, 2, std::chrono::milliseconds(300)), ark::timeout_error);
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(3));
+  for (int fd : queued) ::close(fd);
+  ::close(listener);
+  ::unlink(path.c_str());
 }

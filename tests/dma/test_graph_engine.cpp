@@ -141,8 +141,14 @@ TEST_CASE(
   engine::finish(ctx); // the call's end: the launcher returns
   REQUIRE(ctx.wait_geq(&l.queue(t.engine, 0)->completed, steps + steps / 50 + 1, ark::wait_kind::flag, 0));
   CHECK(service.launches() == steps);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (service.executions() < 3 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  // waits at most 15 s for done(); returns how long it waited
+  auto wait_until = [](auto done) {
+    const auto t1 = std::chrono::steady_clock::now();
+    while (!done() && std::chrono::steady_clock::now() - t1 < std::chrono::seconds(15))
+      std::this_thread::yield();
+    return std::chrono::steady_clock::now() - t1;
+  };
+  wait_until([&] { return service.executions() >= 3; });
   CHECK(service.executions() == 3); // 112 + 112 + 76 launches: two re-arms and the call's end
   // a slot is reused as soon as its copy was signalled, while its graph is still ending: refused
   CHECK(service.refusals() > 0);
@@ -150,9 +156,7 @@ TEST_CASE(
   // a copy that is not a channel slot has no graph: recorded as unsupported, never copied
   std::vector<std::byte> elsewhere(64, std::byte{7});
   REQUIRE(engine::post(ctx, l.data(t.base[1], 0, 0, 0), elsewhere.data(), 64, nullptr, 0));
-  const auto t0 = std::chrono::steady_clock::now();
-  while (ark::read_error(ctl).code == 0 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5))
-    std::this_thread::yield();
+  wait_until([&] { return ark::read_error(ctl).code != 0; });
   const ark::error_record e = ark::read_error(ctl); // the launcher thread wrote it
   CHECK(e.code == static_cast<std::uint32_t>(ark::errc::unsupported));
   CHECK(e.what == static_cast<std::uint32_t>(ark::wait_kind::engine));
@@ -169,12 +173,6 @@ TEST_CASE(
   engine::finish(of_two);
   ark::engine_queue* q = l.queue(t.engine, 0);
   const std::uint64_t posted = host::load_acquire(&q->posted);
-  auto wait_until = [](auto done) {
-    const auto t1 = std::chrono::steady_clock::now();
-    while (!done() && std::chrono::steady_clock::now() - t1 < std::chrono::seconds(15))
-      std::this_thread::yield();
-    return std::chrono::steady_clock::now() - t1;
-  };
   wait_until([&] { return host::load_acquire(&q->completed) == posted; });
   CHECK(host::load_acquire(&q->completed) == posted);
   const std::uint64_t executions = service.executions();

@@ -1,5 +1,6 @@
 // ark/bootstrap/unix_socket.hpp: a bootstrap for one process per rank on one node, over a Unix
-// domain socket. Rank 0 listens on `path`; the others connect (retrying until the timeout).
+// domain socket. Rank 0 listens on `path`; the others connect (retrying until the timeout). Every
+// wait is bounded by the timeout: connecting, accepting, and each send and receive.
 // all_gather: every rank sends its bytes to rank 0, which returns the concatenation to all.
 //
 //   ark::unix_socket_bootstrap boot("/tmp/ark-job-42.sock", rank, world);
@@ -71,7 +72,9 @@ public:
       }
     } else {
       for (;;) {
-        const int fd = make_socket();
+        // nonblocking: a listener whose backlog is full (a stale one that never accepts) refuses
+        // with EAGAIN where a blocking connect would wait for it without a bound
+        const int fd = make_socket(SOCK_NONBLOCK);
         if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
           state_->root = fd;
           break;
@@ -149,15 +152,17 @@ private:
       auto* b = static_cast<std::byte*>(p);
       while (n) {
         wait_ready(fd, POLLIN, deadline, "a peer rank's bytes");
-        const ssize_t k = ::recv(fd, b, n, 0);
-        if (k <= 0) fail("a peer rank closed its connection");
+        const ssize_t k = ::recv(fd, b, n, MSG_DONTWAIT);
+        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
+        if (k == 0) throw platform_error("unix_socket_bootstrap: a peer rank closed its connection");
+        if (k < 0) fail("receive from a peer rank");
         b += k, n -= static_cast<std::size_t>(k);
       }
     }
   };
 
-  static int make_socket() {
-    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  static int make_socket(int flags = 0) {
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | flags, 0);
     if (fd < 0) fail("socket");
     return fd;
   }

@@ -110,15 +110,9 @@ private:
   static void fail(control_block* ctl, unsigned worker, std::uint64_t request) {
     (void)ark::detail::rt::get_last_error();
     error_record& e = ctl->host_err; // this thread is its only writer
-    std::atomic_ref<std::uint32_t> code(e.code);
-    if (code.load(std::memory_order_relaxed) == 0) {
-      e.peer = -1;
-      e.worker = worker;
-      e.what = static_cast<std::uint32_t>(wait_kind::engine);
-      e.step = request;
-      e.mine = e.theirs = 0;
-      code.store(static_cast<std::uint32_t>(errc::platform), std::memory_order_release);
-    }
+    if (std::atomic_ref<std::uint32_t>(e.code).load(std::memory_order_relaxed) == 0)
+      publish_record<platform::host>(e, errc::platform, -1, worker,
+                                     static_cast<std::uint32_t>(wait_kind::engine), request, 0, 0);
     std::atomic_ref<std::uint64_t>(ctl->abort).store(1);
   }
 

@@ -51,23 +51,13 @@ ARK_HD std::size_t piece_elems(const layout& l, bool ll) {
 
 /// Records the first failure of a rank in its control block; later ones are dropped. The first
 /// failing worker claims the record with an atomic on the rank's own (device) memory (the control
-/// block is host memory, where GPUs have no native read-modify-write atomics), writes it with
-/// plain stores, and publishes it with a release store of the code, which the host reads first
-/// (read_error).
+/// block is host memory, where GPUs have no native read-modify-write atomics) and publishes it
+/// (publish_record: the code, stored last with release, is what the host reads first).
 template <device P>
 ARK_HD void record_error(const team_view& t, errc code, std::uint32_t what, int peer, unsigned worker,
                          std::uint64_t step, std::uint64_t mine, std::uint64_t theirs) {
-  if (!P::compare_exchange(t.lay.claim(t.local()), 0u, 1u)) return;
-  error_record& e = t.ctl->err;
-  e.peer = peer;
-  e.worker = worker;
-  e.what = what;
-  e.step = step;
-  e.mine = mine;
-  e.theirs = theirs;
-  P::fence();
-  P::store_release(&e.code, static_cast<std::uint32_t>(code));
-  P::fence();
+  if (P::compare_exchange(t.lay.claim(t.local()), 0u, 1u))
+    publish_record<P>(t.ctl->err, code, peer, worker, what, step, mine, theirs);
 }
 
 /// What a wait keeps between its calls to context::keep_waiting: when it began (0: at the first

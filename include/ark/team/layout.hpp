@@ -107,6 +107,23 @@ struct control_block {
   std::uint64_t pad[4];
 };
 
+/// Writes a failure into record `e` and publishes it: the fields first, then a release store of
+/// the code, which readers acquire first (read_error). The caller is the record's one writer
+/// (record_error after its claim; gpu_proxy's thread for host_err); P: the writer's platform.
+template <class P>
+ARK_HD void publish_record(error_record& e, errc code, std::int32_t peer, std::uint32_t worker,
+                           std::uint32_t what, std::uint64_t step, std::uint64_t mine, std::uint64_t theirs) {
+  e.peer = peer;
+  e.worker = worker;
+  e.what = what;
+  e.step = step;
+  e.mine = mine;
+  e.theirs = theirs;
+  P::fence();
+  P::store_release(&e.code, static_cast<std::uint32_t>(code));
+  P::fence();
+}
+
 namespace detail {
 inline error_record read_record(const error_record& r) {
   const std::uint32_t v =

@@ -260,20 +260,6 @@ public:
         detail::throw_invalid("communicator", "tuning.threads is " + std::to_string(cfg_.tuning.threads) +
                                                   ", more than the " + std::to_string(P::max_worker_threads) +
                                                   " threads per block the collective kernel is built for");
-    if (cfg_.scratch) {
-      if (cfg_.scratch_size < team_.lay.total)
-        detail::throw_invalid("communicator", "user scratch of " + std::to_string(cfg_.scratch_size) +
-                                                  " bytes is smaller than the " +
-                                                  std::to_string(team_.lay.total) + " bytes required");
-      if (reinterpret_cast<std::uintptr_t>(cfg_.scratch) % 256)
-        detail::throw_invalid("communicator", "user scratch must be 256-byte aligned");
-      region_.ptr = static_cast<std::byte*>(cfg_.scratch);
-      region_.bytes = cfg_.scratch_size;
-      P::zero(region_.ptr, team_.lay.total);
-      owns_region_ = false;
-    } else {
-      region_ = P::allocate(team_.lay.total, cfg_.device);
-    }
     const bool graphs = cfg_.engine == engine_path::device_graphs;
     if (graphs && !detail::graph_service<P>::available)
       detail::throw_invalid("communicator",
@@ -284,6 +270,42 @@ public:
       detail::throw_invalid("communicator",
                             "engine_path::device_graphs serves dma::proxy_engine, which needs "
                             "staging (team_config.staging = true)");
+    if (cfg_.scratch) {
+      if (cfg_.scratch_size < team_.lay.total)
+        detail::throw_invalid("communicator", "user scratch of " + std::to_string(cfg_.scratch_size) +
+                                                  " bytes is smaller than the " +
+                                                  std::to_string(team_.lay.total) + " bytes required");
+      if (reinterpret_cast<std::uintptr_t>(cfg_.scratch) % 256)
+        detail::throw_invalid("communicator", "user scratch must be 256-byte aligned");
+    }
+    // Whatever fails from here on releases what was made: no peer can write into our region yet,
+    // since a peer's communicator exists only once every rank passed the closing barrier
+    try {
+      setup(graphs);
+    } catch (...) {
+      release(true);
+      throw;
+    }
+    try {
+      boot_->barrier();
+    } catch (...) { // peers past the barrier may write into our region: it is kept (leaked)
+      release(false);
+      throw;
+    }
+  }
+
+private:
+  /// The constructor's work after its checks: memory, streams, the exchange, the engines.
+  void setup(bool graphs) {
+    const int world = team_.world, rank = team_.rank;
+    if (cfg_.scratch) {
+      region_.ptr = static_cast<std::byte*>(cfg_.scratch);
+      region_.bytes = cfg_.scratch_size;
+      owns_region_ = false;
+      P::zero(region_.ptr, team_.lay.total);
+    } else {
+      region_ = P::allocate(team_.lay.total, cfg_.device);
+    }
     team_.engine_server = cfg_.engine;
     team_.launcher_beside = graphs && std::is_same_v<P, platform::host>; // the host model's is a thread
     control_ = P::allocate_control(detail::engine_offset + (graphs ? 0 : team_.lay.engine_bytes()));
@@ -335,9 +357,24 @@ public:
                       cfg_.stream_priority);
 #endif
     }
-    boot_->barrier();
   }
 
+  /// Stops the engines and releases what the communicator made; the memory peers may write into
+  /// (the region, the engine queues, the control block) only when `memory`.
+  void release(bool memory) noexcept {
+    if constexpr (!std::is_empty_v<engine_type>) engine_.stop();
+    if constexpr (detail::graph_service<P>::available) graphs_.stop();
+    if (memory && engine_mem_.ptr) P::release(engine_mem_);
+    for (int r = 0; r < team_.world; ++r)
+      if (r != team_.rank && team_.base[r]) P::close_import(team_.base[r]);
+    if (memory && owns_region_) P::release(region_);
+    if (stream_) P::destroy_stream(stream_);
+    for (auto s : ce_side_)
+      if (s) P::destroy_stream(s);
+    if (memory) P::release_control(control_);
+  }
+
+public:
   communicator(const communicator&) = delete;
   communicator& operator=(const communicator&) = delete;
 
@@ -359,16 +396,7 @@ public:
       quiet = read_error(*c).code == 0;
     } catch (...) {
     }
-    if constexpr (!std::is_empty_v<engine_type>) engine_.stop();
-    if constexpr (detail::graph_service<P>::available) graphs_.stop();
-    if (quiet && engine_mem_.ptr) P::release(engine_mem_);
-    for (int r = 0; r < team_.world; ++r)
-      if (r != team_.rank) P::close_import(team_.base[r]);
-    if (quiet && owns_region_) P::release(region_);
-    P::destroy_stream(stream_);
-    for (auto s : ce_side_)
-      if (s) P::destroy_stream(s);
-    if (quiet) P::release_control(control_);
+    release(quiet);
   }
 
   int rank() const { return team_.rank; }

@@ -41,22 +41,6 @@ inline std::vector<int> gpu_worlds() {
   return w;
 }
 
-/// A configuration for `world` ranks whose kernels all fit on the GPUs at once: ranks that share a
-/// GPU split its SMs, so no block of one waits for a peer's block that cannot start (a kernel
-/// built for 512 threads may take a whole SM). With early launch a rank holds SMs for two calls:
-/// its next call's blocks become resident while the current call runs (at three ranks on one
-/// H200, 43 blocks a rank, a rank's next call took the SMs its peer's current call needed, and
-/// the case timed out waiting for that peer's worker 35).
-inline gpu_comm::config fit_to_gpus(gpu_comm::config c, int world) {
-  const int n = gpu_count();
-  if (n < 1 || world <= n) return c;
-  int sms = 0;
-  ark::detail::rt::check(ark::detail::rt::multiprocessor_count(&sms, 0), "query SMs");
-  const int held = (world + n - 1) / n * (c.early_launch ? 2 : 1); // kernels resident on a GPU
-  c.team.workers = std::min(c.team.workers, static_cast<unsigned>(std::max(1, sms / held - 1)));
-  return c;
-}
-
 inline gpu_comm::config gpu_small_config() {
   gpu_comm::config c;
   c.team.workers = 8;

@@ -292,7 +292,7 @@ TEST_CASE("gpu: large messages, every all-reduce algorithm, the default configur
   ARK_REQUIRE_GPUS(1);
   const std::size_t n = std::size_t(64) << 20; // 256 MB of floats per rank
   for (int world : gpu_worlds()) {
-    basic_world<gpu> w(world, fit_to_gpus(gpu_comm::config{}, world));
+    basic_world<gpu> w(world, gpu_comm::config{}); // a shared GPU's SMs split by the library (block_cap)
     std::vector<std::size_t> bad(world, 0);
     w.run([&](gpu_comm& c, int rank) {
       std::vector<float> in(n);
@@ -314,6 +314,106 @@ TEST_CASE("gpu: large messages, every all-reduce algorithm, the default configur
     });
     for (int r = 0; r < world; ++r) CHECK(bad[r] == 0);
   }
+}
+
+namespace {
+/// A custom collective: every worker of every rank meets at a barrier.
+struct meet {
+  template <class Ctx>
+  ARK_HD void operator()(const Ctx& ctx) const {
+    ctx.barrier();
+  }
+};
+} // namespace
+
+TEST_CASE("gpu: ranks that share a GPU split its SMs; a call that asks for more blocks is refused") {
+  ARK_REQUIRE_GPUS(1);
+  int sms = 0;
+  ark::detail::rt::check(ark::detail::rt::multiprocessor_count(&sms, 0), "query SMs");
+  const std::size_t n = (std::size_t(16) << 20) + 3; // 64 MB: the default wants more blocks than a share
+  for (int world : gpu_worlds())
+    for (const bool early : {true, false}) {
+      CAPTURE(world);
+      CAPTURE(early);
+      int sharing = 0; // the most ranks on one GPU (rank r runs on GPU r mod the count)
+      for (int r = 0; r < world; ++r) sharing += rank_device<gpu>(r) == 0;
+      const unsigned kernels = early ? 2 : 1;
+      gpu_comm::config cfg;
+      cfg.early_launch = early;
+      basic_world<gpu> w(world, cfg);
+      std::vector<unsigned> cap(world), ctas(world), capped_ctas(world);
+      std::vector<int> refused(world, 0);
+      std::vector<std::size_t> bad(world, 0), touched(world, 0);
+      w.run([&](gpu_comm& c, int rank) {
+        cap[rank] = c.block_cap();
+        const unsigned k = c.block_cap();
+        ctas[rank] =
+            c.plan<ark::collective::all_reduce, ark::algo::automatic, ark::dma::automatic, float>(n).ctas;
+        ark::call_options<gpu> budget;
+        if (k) budget.max_ctas = static_cast<int>(k) + 5; // a budget above the cap leaves the cap
+        capped_ctas[rank] =
+            c.plan<ark::collective::all_reduce, ark::algo::automatic, ark::dma::automatic, float>(n, budget)
+                .ctas;
+        std::vector<float> in(n);
+        for (std::size_t i = 0; i < n; ++i) in[i] = static_cast<float>((i * 7 + rank * 13) % 101);
+        dbuf<float> d(n, rank), out(n, rank);
+        d.upload(in);
+        out.upload(std::vector<float>(n, -3.0f));
+        if (k) { // more workers than the cap, asked for: refused before anything runs
+          ark::call_options<gpu> more;
+          more.workers = k + 1;
+          try {
+            c.all_reduce(d.get(), out.get(), n, ark::op::sum{}, more);
+          } catch (const ark::invalid_argument&) {
+            ++refused[rank];
+          }
+          try {
+            c.launch(meet{}, k + 1);
+          } catch (const ark::invalid_argument&) {
+            ++refused[rank];
+          }
+          c.synchronize();
+          for (float v : out.download()) touched[rank] += v != -3.0f;
+          ark::call_options<gpu> exact; // the cap itself, asked for, is allowed
+          exact.workers = k;
+          c.all_reduce<ark::algo::one_shot, ark::dma::thread_copy<4>>(d.get(), out.get(), n, ark::op::sum{},
+                                                                      exact);
+          c.launch(meet{}, k);
+          c.all_reduce(out.get(), out.get(), n);
+        } else {
+          c.all_reduce(d.get(), out.get(), n);
+        }
+        // back to back on the default choice: with early launch each rank's next call becomes
+        // resident while its current one runs, on every rank sharing the GPU
+        for (int again = 0; again < 2; ++again) c.all_reduce(out.get(), out.get(), n);
+        c.synchronize();
+        const auto got = out.download();
+        const int calls = k ? 4 : 3;
+        float scale = 1;
+        for (int i = 1; i < calls; ++i) scale *= static_cast<float>(world);
+        for (std::size_t i = 0; i < n; ++i) {
+          float once = 0;
+          for (int r = 0; r < world; ++r) once += static_cast<float>((i * 7 + r * 13) % 101);
+          bad[rank] += got[i] != once * scale;
+        }
+      });
+      for (int r = 0; r < world; ++r) {
+        CHECK(cap[r] == cap[0]); // every rank computed the same cap
+        CHECK(bad[r] == 0);
+        CHECK(touched[r] == 0);
+        if (sharing < 2) {
+          CHECK(cap[r] == 0);
+          continue;
+        }
+        // every rank's calls fit its GPU at once, one SM left, and one block more would not
+        CHECK(cap[r] >= 1);
+        CHECK(static_cast<long>(sharing) * kernels * cap[r] + 1 <= sms);
+        CHECK(static_cast<long>(sharing) * kernels * (cap[r] + 1) + 1 > sms);
+        CHECK(ctas[r] == cap[r]);
+        CHECK(capped_ctas[r] == cap[r]);
+        CHECK(refused[r] == 2);
+      }
+    }
 }
 
 namespace {

@@ -105,6 +105,46 @@ TEST_CASE("gpu tma: a peer that never joins is a timeout") {
 }
 #endif
 
+// Run bn (docs/perf.md): the CPU proxy made its streams at a worker's first request, and at four
+// ranks on one H200 the process's 32nd proxy stream took 10 s to create, until the kernels waiting
+// for its copies had timed out. Here each rank's proxy has 16 streams and the first call uses all
+// 16 workers, so two ranks on one GPU already make more streams than that; and back to back, with
+// a host copy between calls while the peers' kernels wait (the helpers' stream is the thread's).
+TEST_CASE("gpu proxy_engine: sixteen workers from the first call, every stream made beforehand") {
+  ARK_REQUIRE_GPUS(1);
+  gpu_comm::config cfg = engine_config();
+  cfg.team.workers = 16;
+  cfg.tuning.bytes_per_worker = 4096;
+  const int world = gpu_ranks();
+  const std::size_t n = 16 * 1024 + 5; // 16 workers' shares, and a short last one
+  basic_world<gpu> w(world, cfg);
+  std::vector<std::size_t> bad(world, 0);
+  std::vector<unsigned> ctas(world, 0);
+  w.run([&](gpu_comm& c, int rank) {
+    ctas[rank] =
+        c.plan<ark::collective::all_reduce, ark::algo::one_shot, ark::dma::proxy_engine<1>, float>(n).ctas;
+    platform_buffer<gpu> in(n * sizeof(float), rank), out(n * sizeof(float), rank);
+    std::vector<float> h(n);
+    for (int call = 0; call < 3; ++call) {
+      for (std::size_t i = 0; i < n; ++i) h[i] = static_cast<float>((i + 3 * rank + call) % 61);
+      gpu::copy(in.as<float>(), h.data(), n * sizeof(float));
+      c.all_reduce<ark::algo::one_shot, ark::dma::proxy_engine<1>>(in.as<float>(), out.as<float>(), n);
+      c.all_reduce<ark::algo::two_shot, ark::dma::proxy_engine<2>>(out.as<float>(), out.as<float>(), n);
+      c.synchronize();
+      gpu::copy(h.data(), out.as<float>(), n * sizeof(float));
+      for (std::size_t i = 0; i < n; ++i) {
+        float sum = 0;
+        for (int r = 0; r < world; ++r) sum += static_cast<float>((i + 3 * r + call) % 61);
+        bad[rank] += h[i] != sum * static_cast<float>(world);
+      }
+    }
+  });
+  for (int r = 0; r < world; ++r) {
+    CHECK(ctas[r] == 16);
+    CHECK(bad[r] == 0);
+  }
+}
+
 TEST_CASE("gpu proxy_engine: a peer that never joins is a timeout") {
   ARK_REQUIRE_GPUS(1);
   lonely_call<ark::dma::proxy_engine<4>>();

@@ -13,6 +13,7 @@
 #include "ark/collectives/device_comm.hpp"
 #include "ark/dma/graph_engine.hpp"
 #include "ark/dma/proxy_engine.hpp"
+#include "ark/team/residency.hpp"
 #if defined(ARK_GPU_COMPILER)
 #include "ark/dma/gpu_proxy.hpp"
 #endif
@@ -316,16 +317,21 @@ private:
     } else if (team_.lay.has_staging()) {
       team_.engine = static_cast<std::byte*>(control_.device_ptr) + detail::engine_offset;
     }
+    // every stream now, the copy-engine all-reduce's too: a stream created once calls run can wait
+    // for the kernels on the GPU, ours among them, waiting for this rank (dma/gpu_proxy.hpp)
     stream_ = P::create_stream(cfg_.device, cfg_.stream_priority);
+    for (auto& s : ce_side_) s = P::create_stream(cfg_.device, cfg_.stream_priority);
 
-    // Exchange where every region lives, and check that every rank configured the same layout.
+    // Exchange where every region lives and which GPU every rank runs on, and check that every
+    // rank configured the same layout.
     struct card {
       typename P::ipc_handle handle;
       std::uint64_t total, workers, max_depth, slot_bytes, ll_slot_bytes, ce_chunk_bytes;
+      gpu_placement where;
     };
-    const card mine{P::export_handle(region_), team_.lay.total,      team_.lay.workers,
-                    team_.lay.max_depth(),     team_.lay.slot_bytes, team_.lay.ll_slot_bytes,
-                    cfg_.ce_chunk_bytes};
+    card mine{P::export_handle(region_), team_.lay.total,         team_.lay.workers,   team_.lay.max_depth(),
+              team_.lay.slot_bytes,      team_.lay.ll_slot_bytes, cfg_.ce_chunk_bytes, {}};
+    if constexpr (shares_processors) mine.where = P::placement(cfg_.device);
     std::vector<card> all(world);
     boot_->all_gather(&mine, all.data(), sizeof(card));
     for (int r = 0; r < world; ++r) {
@@ -339,6 +345,12 @@ private:
                               "rank " + std::to_string(r) + " configured a different ce_chunk_bytes");
       team_.base[r] =
           r == rank ? region_.ptr : static_cast<std::byte*>(P::import_handle(c.handle, cfg_.device));
+    }
+    if constexpr (shares_processors) {
+      std::vector<gpu_placement> where(world);
+      for (int r = 0; r < world; ++r) where[r] = all[r].where;
+      block_cap_ =
+          detail::shared_gpu_block_cap(where.data(), world, cfg_.early_launch ? 2 : 1, graphs ? 1 : 0);
     }
     if constexpr (detail::graph_service<P>::available) {
       if (graphs) {
@@ -405,6 +417,13 @@ public:
   std::size_t scratch_bytes() const { return team_.lay.total; }
   const team_view& team() const { return team_; }
   const config& configuration() const { return cfg_; }
+  /// The most thread blocks one call uses, 0 for no limit beyond the call's own choice. Set when
+  /// ranks share a GPU (README, "Ranks that share a GPU"): every block of every rank's call must
+  /// be able to be resident at once, so the ranks on a GPU split its SMs, two calls a rank with
+  /// early launch (team/residency.hpp). Automatic choices stay under it; a call or launch that
+  /// asks for more workers is refused. Your own kernels that call the device-side API keep to it
+  /// too (their grids are yours).
+  unsigned block_cap() const { return block_cap_; }
   typename P::stream stream() const { return stream_; }
   device_comm<P> device_handle() const { return {team_, cfg_.tuning}; }
 
@@ -489,6 +508,7 @@ public:
     check_usable("launch");
     if (workers < 1 || workers > team_.lay.workers)
       detail::throw_invalid("launch", "workers must be in [1, " + std::to_string(team_.lay.workers) + "]");
+    check_block_cap("launch", workers);
     check_backend<B>("launch");
     enqueue<B>(stream_of(o), launch_shape{workers, cfg_.tuning.threads},
                detail::custom_work<P, B, F>{with_timeout(o), f});
@@ -588,7 +608,12 @@ public:
     // blocks for `b` bytes per worker share: the caller's count, or one per tuning step; at most max_ctas
     auto blocks = [&](std::size_t b, bool ll) {
       unsigned w = o.workers ? o.workers : select_workers(b, team_.lay.workers, cfg_.tuning, ll);
-      return o.max_ctas > 0 && w > static_cast<unsigned>(o.max_ctas) ? static_cast<unsigned>(o.max_ctas) : w;
+      if (o.max_ctas > 0 && w > static_cast<unsigned>(o.max_ctas)) w = static_cast<unsigned>(o.max_ctas);
+      if (block_cap_ && w > block_cap_) {
+        if (o.workers) check_block_cap(call, w);
+        w = block_cap_;
+      }
+      return w;
     };
     constexpr bool ce = std::is_same_v<B, dma::copy_engine>;
     if (ce && K == collective::all_reduce) {
@@ -909,8 +934,6 @@ private:
     const std::uint64_t epoch = ce_epoch_;
     ce_epoch_ += rounds;
     auto value = [&](std::size_t k) { return detail::ce_value(epoch + 1 + k, d); };
-    for (auto& s : ce_side_)
-      if (!s) s = P::create_stream(cfg_.device, cfg_.stream_priority);
     for (auto s : ce_side_) P::order_after(s, main.stream());
     ce_ops push(*this, call, o, ce_side_[0]), fold(*this, call, o, ce_side_[1]),
         gather(*this, call, o, ce_side_[2]);
@@ -1060,14 +1083,27 @@ private:
       detail::throw_invalid(call, "send and recv buffers overlap without being in place");
   }
 
+  /// A call or launch that asks for more workers than the ranks sharing a GPU may each hold.
+  void check_block_cap(const char* call, unsigned workers) const {
+    if (block_cap_ && workers > block_cap_)
+      detail::throw_invalid(call, "workers " + std::to_string(workers) + " is more than the " +
+                                      std::to_string(block_cap_) +
+                                      " blocks a call may use while ranks share a GPU (every block of "
+                                      "every rank's call must be resident at once: block_cap())");
+  }
+
   void check_root(const char* call, int root) const {
     if (root < 0 || root >= world())
       detail::throw_invalid(call, "root " + std::to_string(root) + " is outside [0, " +
                                       std::to_string(world()) + ")");
   }
 
+  /// Platforms whose ranks may share a processor report where each runs (device concept, item 7).
+  static constexpr bool shares_processors = requires { P::placement(0); };
+
   config cfg_;
   std::unique_ptr<boot_base> boot_;
+  unsigned block_cap_ = 0; ///< block_cap(): 0 unless ranks share a GPU
   team_view team_{};
   typename P::memory region_{};
   bool owns_region_ = true;
@@ -1077,7 +1113,7 @@ private:
   std::atomic<bool> aborted_{false}; // abort() may come from any thread
   std::uint64_t ce_epoch_ = 0;       ///< copy-engine rounds made (GPU path)
   /// The copy-engine all-reduce's streams (push to the peers, reduce, gather to the peers), made
-  /// at its first call; each call orders them after the call's stream and that after them.
+  /// with the communicator; each call orders them after the call's stream and that after them.
   typename P::stream ce_side_[3]{};
   using engine_type = typename detail::engine_service<P>::type;
   [[no_unique_address]] engine_type engine_;

@@ -32,6 +32,10 @@
 //      which calls f(g, worker, workers) once per thread, g being the thread's scope (one per
 //      worker), worker in [0, workers). `synchronous_launch` says whether launch returns only
 //      once the work is done (the host) or enqueues it (GPUs).
+//   7. Optional, for platforms whose ranks may share a processor: placement(device) -> a
+//      `gpu_placement` naming the GPU as every process of the node does, and its SMs. Ranks on
+//      one GPU then split its SMs (team/residency.hpp). The host platform has none: its ranks are
+//      threads, and every thread runs.
 //
 // Thread and rank identity are passed in (the scope, the worker index, the team handle); nothing
 // in an algorithm reads them from a global. Models: platform::host (ark/platform/host.hpp),
@@ -55,6 +59,13 @@ struct launch_shape {
   /// May become resident before the stream's previous work has ended (GPUs that support it:
   /// programmatic dependent launch); the work still starts only after that work has ended.
   bool early = false;
+};
+
+/// Where a rank's kernels run (device concept, item 7): its GPU's PCI address, the same string in
+/// every process of the node, and that GPU's multiprocessor count.
+struct gpu_placement {
+  char pci[32] = {};
+  std::int32_t sms = 0;
 };
 
 namespace detail {

@@ -40,11 +40,14 @@ public:
              int device, int priority) {
     stop();
     device_ = device;
-    ark::detail::rt::check(ark::detail::rt::set_device(device), "set device");
-    // streams are created when first needed: a stream that never carries work still takes one of
-    // the GPU's hardware queues (CUDA_DEVICE_MAX_CONNECTIONS), which streams then share
-    priority_ = priority;
-    streams_.assign(lay.workers < max_streams ? lay.workers : max_streams, nullptr);
+    // Every stream now, none once calls run: creating a stream can wait for the kernels running
+    // on the GPU to end (seen at four ranks on one H200, the context's 36th or so stream: ~10 s,
+    // until the kernels that waited for this very proxy's copies timed out; yaksa met the same,
+    // pmodels/yaksa#228). A stream that never carries work still takes a share of the GPU's
+    // hardware queues (CUDA_DEVICE_MAX_CONNECTIONS); a hang is worse.
+    const unsigned n = lay.workers < max_streams ? lay.workers : max_streams;
+    streams_.reserve(n);
+    for (unsigned i = 0; i < n; ++i) streams_.push_back(platform::gpu::create_stream(device, priority));
     stop_.store(false);
     thread_ = std::thread([=, this] { run(engine_host, engine_device, ctl_host, lay); });
   }
@@ -53,7 +56,6 @@ public:
     stop_.store(true);
     if (thread_.joinable()) thread_.join();
     for (auto s : streams_) {
-      if (!s) continue;
       (void)ark::detail::rt::stream_synchronize(s);
       (void)ark::detail::rt::stream_destroy(s);
     }
@@ -75,8 +77,8 @@ private:
       for (unsigned w = 0; w < lay.workers; ++w) {
         const std::uint64_t posted = platform::host::load_acquire(&lay.queue(host, w)->posted);
         if (next[w] == posted) continue;
-        rt::stream_t& s = streams_[w % streams_.size()];
-        rt::error_t e = s ? rt::success : rt::stream_create_priority(&s, priority_);
+        const rt::stream_t s = streams_[w % streams_.size()];
+        rt::error_t e = rt::success;
         for (; next[w] < posted && e == rt::success; ++next[w]) {
           const engine_request r = lay.requests(host, w)[next[w] % lay.queue_capacity];
           if (r.dst && r.bytes)
@@ -116,7 +118,7 @@ private:
     std::atomic_ref<std::uint64_t>(ctl->abort).store(1);
   }
 
-  int device_ = 0, priority_ = 0;
+  int device_ = 0;
   std::vector<ark::detail::rt::stream_t> streams_;
   std::thread thread_;
   std::atomic<bool> stop_{true};

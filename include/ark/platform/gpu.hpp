@@ -182,6 +182,18 @@ struct gpu {
     return n;
   }
 
+  /// Which GPU `device` is, named as every process of the node names it, and its SMs (device
+  /// concept, item 7: ranks that share a GPU split them).
+  static gpu_placement placement(int device) {
+    gpu_placement p;
+    detail::rt::check(detail::rt::pci_bus_id(p.pci, static_cast<int>(sizeof p.pci), device),
+                      "query the GPU's PCI address");
+    int sms = 0;
+    detail::rt::check(detail::rt::multiprocessor_count(&sms, device), "query the GPU's SMs");
+    p.sms = sms;
+    return p;
+  }
+
   static memory allocate(std::size_t bytes, int device) {
     detail::rt::check(detail::rt::set_device(device), "set device");
     void* p = nullptr;
@@ -274,17 +286,39 @@ struct gpu {
 
   /// Runs op(stream) on a stream of its own on the current device and waits for that stream
   /// alone. Not for the whole device: ranks that share a GPU in one process share its context,
-  /// and a peer's kernel there may be waiting for this rank's next call.
+  /// and a peer's kernel there may be waiting for this rank's next call. The stream is the
+  /// calling thread's for that device, made at its first use (a rank's thread: while it builds
+  /// its communicator) and kept: creating a stream can wait for the kernels running on the GPU
+  /// (dma/gpu_proxy.hpp), so none is created per copy.
   template <class Op>
   static void on_own_stream(const char* what, Op&& op) {
-    detail::rt::stream_t s{};
-    detail::rt::check(detail::rt::stream_create(&s), what);
-    detail::rt::error_t e = op(s);
-    if (e == detail::rt::success) e = detail::rt::stream_synchronize(s);
-    (void)detail::rt::stream_destroy(s);
+    int device = 0;
+    detail::rt::check(detail::rt::get_device(&device), what);
+    detail::rt::error_t e = op(own_stream(device, what));
+    if (e == detail::rt::success) e = detail::rt::stream_synchronize(own_stream(device, what));
     detail::rt::check(e, what);
   }
 
+private:
+  /// The calling thread's helper stream on `device` (the current device), destroyed with the thread.
+  static detail::rt::stream_t own_stream(int device, const char* what) {
+    struct streams {
+      std::map<int, detail::rt::stream_t> by_device;
+      ~streams() {
+        for (auto& [d, s] : by_device) (void)detail::rt::stream_destroy(s);
+      }
+    };
+    thread_local streams mine;
+    auto it = mine.by_device.find(device);
+    if (it == mine.by_device.end()) {
+      detail::rt::stream_t s{};
+      detail::rt::check(detail::rt::stream_create(&s), what);
+      it = mine.by_device.emplace(device, s).first;
+    }
+    return it->second;
+  }
+
+public:
   // 6. execution -------------------------------------------------------------------------------
   /// A non-blocking stream; `priority` as cudaStreamCreateWithPriority (lower runs first), clamped
   /// to the device's range.

@@ -162,6 +162,7 @@ inline error_t event_elapsed_ms(float* ms, event_t a, event_t b) { return cudaEv
 inline error_t multiprocessor_count(int* n, int device) {
   return cudaDeviceGetAttribute(n, cudaDevAttrMultiProcessorCount, device);
 }
+inline error_t pci_bus_id(char* id, int len, int device) { return cudaDeviceGetPCIBusId(id, len, device); }
 inline std::string device_name(int device) {
   cudaDeviceProp p{};
   return cudaGetDeviceProperties(&p, device) == cudaSuccess ? p.name : "unknown";
@@ -280,6 +281,7 @@ inline error_t event_elapsed_ms(float* ms, event_t a, event_t b) { return hipEve
 inline error_t multiprocessor_count(int* n, int device) {
   return hipDeviceGetAttribute(n, hipDeviceAttributeMultiprocessorCount, device);
 }
+inline error_t pci_bus_id(char* id, int len, int device) { return hipDeviceGetPCIBusId(id, len, device); }
 inline std::string device_name(int device) {
   hipDeviceProp_t p{};
   return hipGetDeviceProperties(&p, device) == hipSuccess ? p.name : "unknown";

@@ -1,0 +1,39 @@
+// ark/team/residency.hpp: how many thread blocks a call may use when ranks share a GPU.
+//
+// A call's blocks wait for its peers' blocks (flags, packets), so every block of every rank's call
+// must be able to be resident at once. Ranks on GPUs of their own always can (a call uses at most
+// a block per SM by default); ranks that share a GPU split its SMs, and a rank whose blocks took
+// them all leaves its peer's call waiting for SMs until the timeout. Every rank computes the same
+// cap from the same exchanged table, so all ranks of a call agree on its worker count.
+#pragma once
+
+#include "ark/concepts/device.hpp" // gpu_placement
+
+#include <algorithm>
+#include <cstring>
+
+namespace ark::detail {
+
+/// The most blocks one call may use so that, on every GPU that the `world` ranks of `all` share
+/// (an empty PCI address is no GPU), the calls of all the ranks on it fit at once: each rank holds `kernels`
+/// calls' blocks at a time (2 with early launch: the next call's blocks become resident while the current
+/// call runs) and `persistent` blocks of its own for good (a device-graph launcher); one SM per GPU is left
+/// for the small kernels beside the calls (copy-engine waits). At least 1. 0: no GPU is shared.
+inline unsigned shared_gpu_block_cap(const gpu_placement* all, int world, unsigned kernels,
+                                     unsigned persistent) {
+  unsigned cap = 0;
+  for (int r = 0; r < world; ++r) {
+    if (all[r].pci[0] == '\0') continue;
+    unsigned sharing = 0;
+    for (int q = 0; q < world; ++q)
+      sharing += std::strncmp(all[r].pci, all[q].pci, sizeof all[r].pci) == 0 ? 1u : 0u;
+    if (sharing < 2) continue;
+    const long free_sms = static_cast<long>(all[r].sms) - static_cast<long>(sharing * persistent) - 1;
+    const long per_rank = free_sms / static_cast<long>(sharing * std::max(kernels, 1u));
+    const unsigned here = static_cast<unsigned>(std::max(per_rank, 1L));
+    cap = cap == 0 ? here : std::min(cap, here);
+  }
+  return cap;
+}
+
+} // namespace ark::detail

@@ -1,0 +1,92 @@
+// The block cap for ranks that share a GPU: none unless a GPU is shared; otherwise the calls of
+// every rank on each shared GPU fit its SMs at once, on the tightest GPU, and never below one.
+#include "ark/team/residency.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+ark::gpu_placement at(const char* pci, int sms) {
+  ark::gpu_placement p;
+  std::snprintf(p.pci, sizeof p.pci, "%s", pci);
+  p.sms = sms;
+  return p;
+}
+} // namespace
+
+TEST_CASE("residency: no cap unless ranks share a GPU") {
+  const std::vector<ark::gpu_placement> own{at("0000:19:00.0", 132), at("0000:3b:00.0", 132),
+                                            at("0000:4c:00.0", 132)};
+  CHECK(ark::detail::shared_gpu_block_cap(own.data(), 3, 2, 0) == 0);
+  CHECK(ark::detail::shared_gpu_block_cap(own.data(), 1, 2, 1) == 0);
+  const std::vector<ark::gpu_placement> host(4); // the host platform reports no GPU
+  CHECK(ark::detail::shared_gpu_block_cap(host.data(), 4, 2, 0) == 0);
+}
+
+TEST_CASE("residency: the cap splits a shared GPU's SMs, one left for the kernels beside") {
+  const auto one = [](int ranks, int sms, unsigned kernels, unsigned persistent) {
+    const std::vector<ark::gpu_placement> all(ranks, at("0000:19:00.0", sms));
+    return ark::detail::shared_gpu_block_cap(all.data(), ranks, kernels, persistent);
+  };
+  CHECK(one(2, 132, 2, 0) == 32); // (132 - 1) / 4
+  CHECK(one(3, 132, 2, 0) == 21); // three ranks on an H200 with early launch
+  CHECK(one(4, 132, 2, 0) == 16);
+  CHECK(one(3, 132, 1, 0) == 43); // launched plainly: one call resident per rank
+  CHECK(one(2, 132, 2, 1) == 32); // a launcher each: (132 - 2 - 1) / 4
+  CHECK(one(4, 132, 2, 1) == 15); // (132 - 4 - 1) / 8
+  CHECK(one(4, 4, 2, 0) == 1);    // never below one block
+  CHECK(one(2, 0, 2, 1) == 1);
+  CHECK(one(3, 132, 0, 0) == 43); // no kernel count is taken as one
+}
+
+TEST_CASE("residency: ranks over several GPUs get the tightest shared GPU's cap") {
+  // ranks 0 and 2 share GPU A; rank 1 has GPU B alone
+  std::vector<ark::gpu_placement> all{at("0000:19:00.0", 132), at("0000:3b:00.0", 132),
+                                      at("0000:19:00.0", 132)};
+  CHECK(ark::detail::shared_gpu_block_cap(all.data(), 3, 2, 0) == 32);
+  // a smaller GPU shared by two, a larger one by three: the smaller split wins
+  all = {at("A", 132), at("B", 40), at("A", 132), at("B", 40), at("A", 132)};
+  CHECK(ark::detail::shared_gpu_block_cap(all.data(), 5, 2, 0) == 9); // B: (40 - 1) / 4; A: 21
+  // the bus id is compared whole: a common prefix is not the same GPU
+  all = {at("0000:19:00.0", 132), at("0000:19:00.1", 132)};
+  CHECK(ark::detail::shared_gpu_block_cap(all.data(), 2, 2, 0) == 0);
+}
+
+TEST_CASE("residency: on random placements every shared GPU's calls fit at once") {
+  std::mt19937 rng(20261202);
+  for (int trial = 0; trial < 2000; ++trial) {
+    const int world = 1 + static_cast<int>(rng() % 16), gpus = 1 + static_cast<int>(rng() % 8);
+    const unsigned kernels = 1 + rng() % 2, persistent = rng() % 2;
+    std::vector<int> sms(gpus);
+    for (int& s : sms) s = 8 + static_cast<int>(rng() % 200);
+    std::vector<ark::gpu_placement> all(world);
+    std::map<int, int> sharing;
+    for (int r = 0; r < world; ++r) {
+      const int g = static_cast<int>(rng() % gpus);
+      all[r] = at(("gpu" + std::to_string(g)).c_str(), sms[g]);
+      ++sharing[g];
+    }
+    const unsigned cap = ark::detail::shared_gpu_block_cap(all.data(), world, kernels, persistent);
+    bool shared = false;
+    for (auto [g, n] : sharing) {
+      if (n < 2) continue;
+      shared = true;
+      // what the ranks on g hold at once, and one SM to spare, fits; or the cap is the floor
+      const long held = static_cast<long>(n) * (kernels * cap + persistent) + 1;
+      CHECK((held <= sms[g] || cap == 1));
+    }
+    CHECK((cap == 0) == !shared);
+    if (shared) { // and it is the largest such cap: one block more overflows some shared GPU
+      bool overflows = false;
+      for (auto [g, n] : sharing)
+        if (n >= 2 && static_cast<long>(n) * (kernels * (cap + 1) + persistent) + 1 > sms[g])
+          overflows = true;
+      CHECK(overflows);
+    }
+  }
+}

@@ -288,6 +288,30 @@ TEST_CASE("gpu: a count that differs between ranks is a mismatch error, the outp
   }
 }
 
+namespace {
+/// A rank's input of the large-message cases: small integers, exact as floats through a few
+/// all-reduces of a few ranks.
+std::vector<float> small_ints(std::size_t n, int rank) {
+  std::vector<float> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<float>((i * 7 + rank * 13) % 101);
+  return v;
+}
+
+/// Elements of `got` that are not the result of `calls` sums of small_ints over `world` ranks, each
+/// after the first in place: world^(calls - 1) times the sum.
+std::size_t wrong_after(const std::vector<float>& got, int world, int calls) {
+  float scale = 1;
+  for (int k = 1; k < calls; ++k) scale *= static_cast<float>(world);
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    float once = 0;
+    for (int r = 0; r < world; ++r) once += static_cast<float>((i * 7 + r * 13) % 101);
+    bad += got[i] != once * scale;
+  }
+  return bad;
+}
+} // namespace
+
 TEST_CASE("gpu: large messages, every all-reduce algorithm, the default configuration") {
   ARK_REQUIRE_GPUS(1);
   const std::size_t n = std::size_t(64) << 20; // 256 MB of floats per rank
@@ -295,22 +319,14 @@ TEST_CASE("gpu: large messages, every all-reduce algorithm, the default configur
     basic_world<gpu> w(world, gpu_comm::config{}); // a shared GPU's SMs split by the library (block_cap)
     std::vector<std::size_t> bad(world, 0);
     w.run([&](gpu_comm& c, int rank) {
-      std::vector<float> in(n);
-      for (std::size_t i = 0; i < n; ++i) in[i] = static_cast<float>((i * 7 + rank * 13) % 101);
       dbuf<float> d(n, rank), out(n, rank);
-      d.upload(in);
+      d.upload(small_ints(n, rank));
       c.all_reduce<ark::algo::one_shot, ark::dma::thread_copy<4>>(d.get(), out.get(), n);
       c.all_reduce<ark::algo::two_shot, ark::dma::thread_copy<4>>(out.get(), out.get(), n);
       c.all_reduce<ark::algo::ring, ark::dma::thread_copy<3>>(out.get(), out.get(), n);
       c.all_reduce(out.get(), out.get(), n); // automatic
       c.synchronize();
-      const auto got = out.download();
-      const float scale = static_cast<float>(world) * world * world;
-      for (std::size_t i = 0; i < n; ++i) {
-        float once = 0;
-        for (int r = 0; r < world; ++r) once += static_cast<float>((i * 7 + r * 13) % 101);
-        bad[rank] += got[i] != once * scale;
-      }
+      bad[rank] = wrong_after(out.download(), world, 4);
     });
     for (int r = 0; r < world; ++r) CHECK(bad[r] == 0);
   }
@@ -354,10 +370,8 @@ TEST_CASE("gpu: ranks that share a GPU split its SMs; a call that asks for more 
         capped_ctas[rank] =
             c.plan<ark::collective::all_reduce, ark::algo::automatic, ark::dma::automatic, float>(n, budget)
                 .ctas;
-        std::vector<float> in(n);
-        for (std::size_t i = 0; i < n; ++i) in[i] = static_cast<float>((i * 7 + rank * 13) % 101);
         dbuf<float> d(n, rank), out(n, rank);
-        d.upload(in);
+        d.upload(small_ints(n, rank));
         out.upload(std::vector<float>(n, -3.0f));
         if (k) { // more workers than the cap, asked for: refused before anything runs
           ark::call_options<gpu> more;
@@ -387,15 +401,7 @@ TEST_CASE("gpu: ranks that share a GPU split its SMs; a call that asks for more 
         // resident while its current one runs, on every rank sharing the GPU
         for (int again = 0; again < 2; ++again) c.all_reduce(out.get(), out.get(), n);
         c.synchronize();
-        const auto got = out.download();
-        const int calls = k ? 4 : 3;
-        float scale = 1;
-        for (int i = 1; i < calls; ++i) scale *= static_cast<float>(world);
-        for (std::size_t i = 0; i < n; ++i) {
-          float once = 0;
-          for (int r = 0; r < world; ++r) once += static_cast<float>((i * 7 + r * 13) % 101);
-          bad[rank] += got[i] != once * scale;
-        }
+        bad[rank] = wrong_after(out.download(), world, k ? 4 : 3);
       });
       for (int r = 0; r < world; ++r) {
         CHECK(cap[r] == cap[0]); // every rank computed the same cap

@@ -609,10 +609,10 @@ public:
     auto blocks = [&](std::size_t b, bool ll) {
       unsigned w = o.workers ? o.workers : select_workers(b, team_.lay.workers, cfg_.tuning, ll);
       if (o.max_ctas > 0 && w > static_cast<unsigned>(o.max_ctas)) w = static_cast<unsigned>(o.max_ctas);
-      if (block_cap_ && w > block_cap_) {
-        if (o.workers) check_block_cap(call, w);
+      if (o.workers)
+        check_block_cap(call, w); // asked for: refused above the cap
+      else if (block_cap_ && w > block_cap_)
         w = block_cap_;
-      }
       return w;
     };
     constexpr bool ce = std::is_same_v<B, dma::copy_engine>;

@@ -294,8 +294,9 @@ struct gpu {
   static void on_own_stream(const char* what, Op&& op) {
     int device = 0;
     detail::rt::check(detail::rt::get_device(&device), what);
-    detail::rt::error_t e = op(own_stream(device, what));
-    if (e == detail::rt::success) e = detail::rt::stream_synchronize(own_stream(device, what));
+    const detail::rt::stream_t s = own_stream(device, what);
+    detail::rt::error_t e = op(s);
+    if (e == detail::rt::success) e = detail::rt::stream_synchronize(s);
     detail::rt::check(e, what);
   }
 

@@ -5,7 +5,8 @@
 // all-reduces over both SM backends, then an all-reduce and an all-gather on the copy engine
 // (into registered buffers), and checks them. Exit 0: correct; 1: wrong; 2: timeout.
 // The test starts it with lazy module loading, as a user's process runs by default: a
-// copy-engine call's first launch of a kernel then waits for the kernels running in its context.
+// copy-engine call's first launch of a kernel then waits for the kernels running in its context;
+// and once with all its streams on one hardware queue (CUDA_DEVICE_MAX_CONNECTIONS=1).
 #include "ark/ark.hpp"
 
 #include <cstdio>
@@ -38,6 +39,7 @@ int main(int argc, char** argv) {
         gathered_mem{gpu::allocate(world * m * sizeof(float), device)};
     ark::communicator<gpu>::config cfg;
     cfg.device = device;
+    cfg.ce_chunk_bytes = 256 << 10; // the copy-engine all-reduce below in several rounds
     ark::communicator<gpu> comm(ark::unix_socket_bootstrap(argv[3], rank, world, std::chrono::seconds(5)),
                                 cfg);
     std::vector<float> in(n);

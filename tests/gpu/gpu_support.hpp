@@ -16,6 +16,14 @@ using gpu_comm = ark::communicator<gpu>;
 /// waits for this rank. So every kernel loads when the context starts (set before CUDA starts, in
 /// static initialization; a value set by the user is kept).
 inline const bool eager_module_loading = [] { return ::setenv("CUDA_MODULE_LOADING", "EAGER", 0) == 0; }();
+/// And their streams share the context's hardware queues (8 by default), which run the steps of
+/// the streams on one queue in the order they were enqueued: a rank's step that waits for its
+/// stream's spinning wait (the copy-engine paths) holds up a peer's steps behind it, which that
+/// wait may need. So every stream gets a queue of its own, up to 32 (README, "Ranks that share a
+/// GPU"; docs/perf.md, runs br and bs). A value set by the user is kept.
+inline const bool own_hardware_queues = [] {
+  return ::setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0) == 0;
+}();
 
 inline int gpu_count() { return gpu::device_count(); }
 

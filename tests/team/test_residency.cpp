@@ -4,6 +4,7 @@
 
 #include <doctest/doctest.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <map>
 #include <random>
@@ -11,10 +12,11 @@
 #include <vector>
 
 namespace {
-ark::gpu_placement at(const char* pci, int sms) {
+ark::gpu_placement at(const char* pci, int sms, std::int64_t process = 1) {
   ark::gpu_placement p;
   std::snprintf(p.pci, sizeof p.pci, "%s", pci);
   p.sms = sms;
+  p.process = process;
   return p;
 }
 } // namespace
@@ -89,4 +91,21 @@ TEST_CASE("residency: on random placements every shared GPU's calls fit at once"
       CHECK(overflows);
     }
   }
+}
+
+// The copy-engine collectives' hardware-queue check counts the ranks that share a context: one
+// process and one GPU. Ranks of other processes on the same GPU have contexts of their own.
+TEST_CASE("residency: the ranks that share a rank's context, itself included") {
+  const std::vector<ark::gpu_placement> all{at("0000:19:00.0", 132, 7), at("0000:19:00.0", 132, 7),
+                                            at("0000:19:00.0", 132, 8), at("0000:3b:00.0", 132, 7),
+                                            at("0000:19:00.0", 132, 7)};
+  CHECK(ark::detail::context_sharers(all.data(), 5, 0) == 3); // ranks 0, 1 and 4
+  CHECK(ark::detail::context_sharers(all.data(), 5, 4) == 3);
+  CHECK(ark::detail::context_sharers(all.data(), 5, 2) == 1); // the same GPU, another process
+  CHECK(ark::detail::context_sharers(all.data(), 5, 3) == 1); // the same process, another GPU
+  const std::vector<ark::gpu_placement> host(4);              // the host platform reports no GPU
+  CHECK(ark::detail::context_sharers(host.data(), 4, 2) == 1);
+  // the process alone does not make a context: every rank of one process on its own GPU
+  const std::vector<ark::gpu_placement> spread{at("0000:19:00.0", 132), at("0000:3b:00.0", 132)};
+  CHECK(ark::detail::context_sharers(spread.data(), 2, 0) == 1);
 }

@@ -16,12 +16,14 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <memory>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 namespace ark {
@@ -137,25 +139,29 @@ private:
         ::unlink(path.c_str());
       }
     }
-    /// Bounded too: a live peer that stops reading fills the socket's buffer
     void send_all(int fd, const void* p, std::size_t n, std::chrono::steady_clock::time_point deadline) {
-      const auto* b = static_cast<const std::byte*>(p);
-      while (n) {
-        wait_ready(fd, POLLOUT, deadline, "a peer rank to take our bytes");
-        const ssize_t k = ::send(fd, b, n, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
-        if (k <= 0) fail("send to a peer rank");
-        b += k, n -= static_cast<std::size_t>(k);
-      }
+      move_all<true>(fd, p, n, deadline);
     }
     void recv_all(int fd, void* p, std::size_t n, std::chrono::steady_clock::time_point deadline) {
-      auto* b = static_cast<std::byte*>(p);
+      move_all<false>(fd, p, n, deadline);
+    }
+    /// All n bytes through fd, one way, bounded too: a live peer that stops reading fills the
+    /// socket's buffer, one that stops writing leaves ours empty.
+    template <bool Send>
+    static void move_all(int fd, std::conditional_t<Send, const void*, void*> p, std::size_t n,
+                         std::chrono::steady_clock::time_point deadline) {
+      auto* b = static_cast<std::conditional_t<Send, const std::byte*, std::byte*>>(p);
       while (n) {
-        wait_ready(fd, POLLIN, deadline, "a peer rank's bytes");
-        const ssize_t k = ::recv(fd, b, n, MSG_DONTWAIT);
+        wait_ready(fd, Send ? POLLOUT : POLLIN, deadline,
+                   Send ? "a peer rank to take our bytes" : "a peer rank's bytes");
+        ssize_t k = 0;
+        if constexpr (Send)
+          k = ::send(fd, b, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+        else
+          k = ::recv(fd, b, n, MSG_DONTWAIT);
         if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
-        if (k == 0) throw platform_error("unix_socket_bootstrap: a peer rank closed its connection");
-        if (k < 0) fail("receive from a peer rank");
+        if (!Send && k == 0) throw platform_error("unix_socket_bootstrap: a peer rank closed its connection");
+        if (k <= 0) fail(Send ? "send to a peer rank" : "receive from a peer rank");
         b += k, n -= static_cast<std::size_t>(k);
       }
     }

@@ -321,6 +321,8 @@ private:
     // for the kernels on the GPU, ours among them, waiting for this rank (dma/gpu_proxy.hpp)
     stream_ = P::create_stream(cfg_.device, cfg_.stream_priority);
     for (auto& s : ce_side_) s = P::create_stream(cfg_.device, cfg_.stream_priority);
+    order_ = P::create_event(cfg_.device); // and the event that orders them
+    has_order_ = true;
 
     // Exchange where every region lives and which GPU every rank runs on, and check that every
     // rank configured the same layout.
@@ -351,6 +353,7 @@ private:
       for (int r = 0; r < world; ++r) where[r] = all[r].where;
       block_cap_ =
           detail::shared_gpu_block_cap(where.data(), world, cfg_.early_launch ? 2 : 1, graphs ? 1 : 0);
+      context_ranks_ = detail::context_sharers(where.data(), world, rank);
     }
     if constexpr (detail::graph_service<P>::available) {
       if (graphs) {
@@ -383,6 +386,7 @@ private:
     if (stream_) P::destroy_stream(stream_);
     for (auto s : ce_side_)
       if (s) P::destroy_stream(s);
+    if (has_order_) P::destroy_event(order_);
     if (memory) P::release_control(control_);
   }
 
@@ -620,6 +624,7 @@ public:
       if (o.max_ctas == 0)
         detail::throw_invalid(call,
                               "max_ctas = 0: all_reduce reduces on the SMs; give it at least one block");
+      check_hardware_queues(call, 1 + std::size(ce_side_));
       p.algorithm = algo::two_shot::id;
       p.backend = dma::copy_engine::id;
       p.ctas = blocks(div_up(count, static_cast<std::size_t>(world())) * sizeof(T), false);
@@ -644,6 +649,7 @@ public:
       if (K != collective::all_gather && K != collective::broadcast)
         detail::throw_invalid(call, "max_ctas = 0 (copy engine only) is for all_gather and broadcast; this "
                                     "collective reduces on the SMs: give it at least one block");
+      check_hardware_queues(call, 1);
       p.algorithm = algo::direct::id;
       // copies and flag writes on the stream; one warp waits for the peers' flags
       p.ctas = 1;
@@ -810,7 +816,7 @@ private:
     void order_after(ce_ops& before) {
       flush();
       before.flush();
-      P::order_after(s_, before.s_);
+      P::order_after(s_, before.s_, c_.order_);
     }
     /// Launches the pending writes and waits: one block of one warp (a timeout or an abort is
     /// recorded; later waits of the call then give up at once, later writes are dropped). On the
@@ -934,14 +940,21 @@ private:
     const std::uint64_t epoch = ce_epoch_;
     ce_epoch_ += rounds;
     auto value = [&](std::size_t k) { return detail::ce_value(epoch + 1 + k, d); };
-    for (auto s : ce_side_) P::order_after(s, main.stream());
+    for (auto s : ce_side_) P::order_after(s, main.stream(), order_);
     ce_ops push(*this, call, o, ce_side_[0]), fold(*this, call, o, ce_side_[1]),
         gather(*this, call, o, ce_side_[2]);
-    // the flags of round k sit in half k % 2; both halves of our scratch are free (the previous
-    // call's reductions ended before it did)
+    // Every flag write is launched before any later wait of ours, whatever stream either is on:
+    // the order we enqueue in is then one that runs to the end one step at a time. Streams that
+    // share a hardware queue (CUDA_DEVICE_MAX_CONNECTIONS, 8 by default; Megatron-LM sets 1)
+    // run their work in the order it was enqueued, and a step that waits for a spinning wait on
+    // its stream holds up the queue's later steps: a write enqueued after a wait that needs the
+    // peers' writes, which wait for ours, would never run.
+    // The flags of round k sit in half k % 2; both halves of our scratch are free (the previous
+    // call's reductions ended before it did).
     for (std::size_t k = 0; k < 2 && k < rounds; ++k)
       for (int q = 0; q < W; ++q)
         if (q != me) fold.write(l.ce_flag(team_.base[q], me, layout::ce_ready + k), value(k));
+    fold.flush();
     for (std::size_t k = 0; k < rounds; ++k) {
       const unsigned h = static_cast<unsigned>(k % 2);
       const std::uint64_t v = value(k);
@@ -953,6 +966,7 @@ private:
         push.copy(l.ce_scratch(team_.base[q], me, h), in + pq.begin, pq.len * sizeof(T));
         push.write(l.ce_flag(team_.base[q], me, layout::ce_sent + h), v);
       }
+      push.flush(); // the last peer's `sent`, before the fold's wait below
       // fold: once every peer's part of our chunk landed (one warp waits), reduce it; free the
       // half for round k + 2
       for (int q = 0; q < W; ++q)
@@ -967,6 +981,7 @@ private:
       for (int q = 0; q < W; ++q)
         if (q != me && k + 2 < rounds)
           fold.write(l.ce_flag(team_.base[q], me, layout::ce_ready + h), value(k + 2));
+      fold.flush(); // `ready` for round k + 2, before the push's wait of that round
       // gather: our result into every peer's recv buffer, once reduced
       if (!mine.len) continue;
       for (int q = 0; q < W; ++q)
@@ -985,7 +1000,7 @@ private:
     push.flush();
     fold.flush();
     gather.flush();
-    for (auto s : ce_side_) P::order_after(main.stream(), s);
+    for (auto s : ce_side_) P::order_after(main.stream(), s, order_);
     after_launch(call);
   }
 
@@ -1092,6 +1107,27 @@ private:
                                       "every rank's call must be resident at once: block_cap())");
   }
 
+  /// The copy-engine collectives wait on streams (a warp spins until the peers' flags arrive) and
+  /// put copies behind those waits. Streams that share a hardware queue run their steps in the
+  /// order they were enqueued, so where ranks share a context (one process, one GPU) a rank's
+  /// copy behind its wait can hold up the peer's step that the wait needs: every stream of every
+  /// such rank needs a queue of its own (docs/perf.md, runs br and bs: four ranks on one H200
+  /// timed out in 10 of 10 runs with CUDA's 8 queues, passed with 16 and 32).
+  void check_hardware_queues(const char* call, std::size_t streams) const {
+    if constexpr (requires { P::hardware_queues(); }) {
+      const int queues = P::hardware_queues();
+      if (context_ranks_ > 1 && static_cast<std::size_t>(queues) < streams * context_ranks_)
+        detail::throw_invalid(
+            call, std::to_string(context_ranks_) + " ranks share this GPU in one process, and the copy " +
+                      "engine's " + std::to_string(streams) + " stream(s) per rank need " +
+                      std::to_string(streams * context_ranks_) + " hardware queues, not " +
+                      std::to_string(queues) + ": set " + std::string(P::hardware_queues_variable) +
+                      " (32 at most) before the GPU runtime starts");
+    } else {
+      (void)call, (void)streams;
+    }
+  }
+
   void check_root(const char* call, int root) const {
     if (root < 0 || root >= world())
       detail::throw_invalid(call, "root " + std::to_string(root) + " is outside [0, " +
@@ -1103,7 +1139,8 @@ private:
 
   config cfg_;
   std::unique_ptr<boot_base> boot_;
-  unsigned block_cap_ = 0; ///< block_cap(): 0 unless ranks share a GPU
+  unsigned block_cap_ = 0;        ///< block_cap(): 0 unless ranks share a GPU
+  std::size_t context_ranks_ = 1; ///< the ranks in this rank's process on its GPU, itself included
   team_view team_{};
   typename P::memory region_{};
   bool owns_region_ = true;
@@ -1115,6 +1152,8 @@ private:
   /// The copy-engine all-reduce's streams (push to the peers, reduce, gather to the peers), made
   /// with the communicator; each call orders them after the call's stream and that after them.
   typename P::stream ce_side_[3]{};
+  typename P::event order_{}; // orders the copy-engine streams (made with them: none per call)
+  bool has_order_ = false;
   using engine_type = typename detail::engine_service<P>::type;
   [[no_unique_address]] engine_type engine_;
   typename P::memory engine_mem_{}; ///< the engine queues, when device graphs serve them

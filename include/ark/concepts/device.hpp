@@ -27,15 +27,18 @@
 //      zero(p, bytes) clears memory allocate() returned or the user provided; copy(dst, src,
 //      bytes) copies between host memory and the platform's memory, synchronously.
 //   6. A way to run a rank's work on its threads: `stream`, a copyable handle to an ordered queue
-//      of work (create_stream, destroy_stream, synchronize, order_after(s, before): s's later
-//      work waits for before's work so far), and launch(stream, launch_shape, f),
+//      of work (create_stream, destroy_stream, synchronize, order_after(s, before, event): s's
+//      later work waits for before's work so far, through an `event` made by create_event(device)
+//      and freed by destroy_event, both outside calls), and launch(stream, launch_shape, f),
 //      which calls f(g, worker, workers) once per thread, g being the thread's scope (one per
 //      worker), worker in [0, workers). `synchronous_launch` says whether launch returns only
 //      once the work is done (the host) or enqueues it (GPUs).
 //   7. Optional, for platforms whose ranks may share a processor: placement(device) -> a
-//      `gpu_placement` naming the GPU as every process of the node does, and its SMs. Ranks on
-//      one GPU then split its SMs (team/residency.hpp). The host platform has none: its ranks are
-//      threads, and every thread runs.
+//      `gpu_placement` naming the GPU as every process of the node does, its SMs and the
+//      process. Ranks on one GPU then split its SMs (team/residency.hpp); and hardware_queues()
+//      -> how many queues a context's streams are spread over (the copy-engine collectives
+//      refuse to run where ranks of one context would have to share them). The host platform
+//      has neither: its ranks are threads, and every thread runs.
 //
 // Thread and rank identity are passed in (the scope, the worker index, the team handle); nothing
 // in an algorithm reads them from a global. Models: platform::host (ark/platform/host.hpp),
@@ -62,10 +65,12 @@ struct launch_shape {
 };
 
 /// Where a rank's kernels run (device concept, item 7): its GPU's PCI address, the same string in
-/// every process of the node, and that GPU's multiprocessor count.
+/// every process of the node, that GPU's multiprocessor count, and the rank's process (ranks of
+/// one process on one GPU share its context, and so its hardware queues).
 struct gpu_placement {
   char pci[32] = {};
   std::int32_t sms = 0;
+  std::int64_t process = 0;
 };
 
 namespace detail {
@@ -116,7 +121,7 @@ concept device = requires {
   { P::load_ll(cf, a, a) } -> std::same_as<void>;
 }
 &&requires(std::size_t n, int dev, typename P::memory& m, const typename P::ipc_handle& h,
-           typename P::control_memory& c, typename P::stream s, launch_shape shape,
+           typename P::control_memory& c, typename P::stream s, typename P::event e, launch_shape shape,
            const detail::archetype_work& work, void* p) {
   // 5. memory
   { P::allocate(n, dev) } -> std::same_as<typename P::memory>;
@@ -132,7 +137,9 @@ concept device = requires {
   { P::create_stream(dev) } -> std::same_as<typename P::stream>;
   { P::destroy_stream(s) } -> std::same_as<void>;
   { P::synchronize(s) } -> std::same_as<void>;
-  { P::order_after(s, s) } -> std::same_as<void>;
+  { P::create_event(dev) } -> std::same_as<typename P::event>;
+  { P::destroy_event(e) } -> std::same_as<void>;
+  { P::order_after(s, s, e) } -> std::same_as<void>;
   { P::launch(s, shape, work) } -> std::same_as<void>;
   { P::synchronous_launch } -> std::same_as<const bool&>;
 };

@@ -12,7 +12,9 @@
 #include "ark/platform/gpu_runtime.hpp"
 #include "ark/scope/gpu.hpp"
 
+#include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <utility>
@@ -79,6 +81,7 @@ struct gpu {
   static constexpr bool synchronous_launch = false;
   static constexpr unsigned max_worker_threads = detail::gpu_max_worker_threads;
   using stream = detail::rt::stream_t;
+  using event = detail::rt::event_t;
 
   struct memory {
     std::byte* ptr = nullptr;
@@ -191,7 +194,18 @@ struct gpu {
     int sms = 0;
     detail::rt::check(detail::rt::multiprocessor_count(&sms, device), "query the GPU's SMs");
     p.sms = sms;
+    p.process = static_cast<std::int64_t>(::getpid());
     return p;
+  }
+  /// The hardware queues a context spreads its streams over, as set in the environment (the
+  /// runtime reads it once, when it starts): CUDA_DEVICE_MAX_CONNECTIONS (8 unless set, at most
+  /// 32), on ROCm GPU_MAX_HW_QUEUES (4 unless set). Streams on one queue run their steps in the
+  /// order they were enqueued.
+  static constexpr const char* hardware_queues_variable = detail::rt::hardware_queues_variable;
+  static int hardware_queues() {
+    const char* v = std::getenv(hardware_queues_variable);
+    const int n = v ? std::atoi(v) : 0;
+    return n > 0 ? std::min(n, detail::rt::hardware_queues_most) : detail::rt::hardware_queues_unset;
   }
 
   static memory allocate(std::size_t bytes, int device) {
@@ -340,15 +354,22 @@ public:
   static void synchronize(stream s) {
     detail::rt::check(detail::rt::stream_synchronize(s), "synchronize stream");
   }
-  /// Work enqueued on `s` from now on starts only after the work enqueued on `before` so far (an
-  /// event recorded on `before`, waited for by `s`: no host wait).
-  static void order_after(stream s, stream before) {
-    detail::rt::event_t e{};
+  /// An event for order_after on `device`'s streams. Made with the communicator, never during a
+  /// call: creating a stream can wait for the kernels running on the GPU (dma/gpu_proxy.hpp), and
+  /// an event is not trusted to differ.
+  static event create_event(int device) {
+    detail::rt::check(detail::rt::set_device(device), "set device");
+    event e{};
     detail::rt::check(detail::rt::event_create_untimed(&e), "create event");
-    const detail::rt::error_t rec = detail::rt::event_record(e, before);
-    const detail::rt::error_t wait = rec == detail::rt::success ? detail::rt::stream_wait_event(s, e) : rec;
-    (void)detail::rt::event_destroy(e); // released once the wait is done with it
-    detail::rt::check(wait, "order streams");
+    return e;
+  }
+  static void destroy_event(event e) { (void)detail::rt::event_destroy(e); }
+  /// Work enqueued on `s` from now on starts only after the work enqueued on `before` so far: `e`
+  /// recorded on `before`, waited for by `s` (no host wait). A wait takes the event as last
+  /// recorded when it is enqueued, so one event serves every ordering, one after the other.
+  static void order_after(stream s, stream before, event e) {
+    detail::rt::check(detail::rt::event_record(e, before), "order streams");
+    detail::rt::check(detail::rt::stream_wait_event(s, e), "order streams");
   }
 
   /// Loads the kernel that launch(s, shape, work) runs before its first launch. With lazy module

@@ -89,6 +89,8 @@ inline error_t stream_wait_value(stream_t st, const std::uint64_t* p, std::uint6
 inline error_t stream_destroy(stream_t s) { return cudaStreamDestroy(s); }
 inline error_t stream_synchronize(stream_t s) { return cudaStreamSynchronize(s); }
 inline error_t stream_device(stream_t s, int* d) { return cudaStreamGetDevice(s, d); }
+inline constexpr const char* hardware_queues_variable = "CUDA_DEVICE_MAX_CONNECTIONS";
+inline constexpr int hardware_queues_unset = 8, hardware_queues_most = 32;
 /// Loads kernel f now if lazy module loading has not yet (any query of the function does).
 inline error_t load_function(const void* f) {
   cudaFuncAttributes a;
@@ -233,6 +235,8 @@ inline error_t load_function(const void* f) {
 }
 /// HIP has no programmatic dependent launch: no kernel is launched early.
 inline bool built_for_sm90(const void*) { return false; }
+inline constexpr const char* hardware_queues_variable = "GPU_MAX_HW_QUEUES";
+inline constexpr int hardware_queues_unset = 4, hardware_queues_most = 1 << 20; // no documented bound
 inline error_t stream_device(stream_t s, int* d) {
   *d = hipGetStreamDeviceId(s);
   return *d < 0 ? hipErrorInvalidHandle : hipSuccess;

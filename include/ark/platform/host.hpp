@@ -298,8 +298,11 @@ struct host {
   // 6. execution -------------------------------------------------------------------------------
   static stream create_stream(int /*device*/, int /*priority*/ = 0) { return new host_stream(); }
   static void destroy_stream(stream s) { delete s; }
-  static void synchronize(stream) {}         // launches are synchronous
-  static void order_after(stream, stream) {} // every stream's work is done when enqueued
+  static void synchronize(stream) {} // launches are synchronous
+  struct event {};
+  static event create_event(int /*device*/) { return {}; }
+  static void destroy_event(event) {}
+  static void order_after(stream, stream, event) {} // every stream's work is done when enqueued
   template <class F>
   static void launch(stream s, launch_shape shape, const F& work) {
     s->run(shape, work);

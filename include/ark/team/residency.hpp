@@ -10,6 +10,7 @@
 #include "ark/concepts/device.hpp" // gpu_placement
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 
 namespace ark::detail {
@@ -34,6 +35,16 @@ inline unsigned shared_gpu_block_cap(const gpu_placement* all, int world, unsign
     cap = cap == 0 ? here : std::min(cap, here);
   }
   return cap;
+}
+
+/// How many of the `world` ranks of `all` run in rank `me`'s process on its GPU, `me` included:
+/// they share a context (CUDA's, HIP's), and so its hardware queues. 1 without a GPU.
+inline std::size_t context_sharers(const gpu_placement* all, int world, int me) {
+  if (all[me].pci[0] == '\0') return 1;
+  std::size_t n = 0;
+  for (int q = 0; q < world; ++q)
+    n += all[q].process == all[me].process && std::strncmp(all[me].pci, all[q].pci, sizeof all[me].pci) == 0;
+  return n;
 }
 
 } // namespace ark::detail

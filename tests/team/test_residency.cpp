@@ -12,10 +12,11 @@
 #include <vector>
 
 namespace {
-ark::gpu_placement at(const char* pci, int sms, std::int64_t process = 1) {
+ark::gpu_placement at(const char* pci, int sms, std::uint64_t process = 1, int queues = 8) {
   ark::gpu_placement p;
   std::snprintf(p.pci, sizeof p.pci, "%s", pci);
   p.sms = sms;
+  p.queues = queues;
   p.process = process;
   return p;
 }
@@ -108,4 +109,30 @@ TEST_CASE("residency: the ranks that share a rank's context, itself included") {
   // the process alone does not make a context: every rank of one process on its own GPU
   const std::vector<ark::gpu_placement> spread{at("0000:19:00.0", 132), at("0000:3b:00.0", 132)};
   CHECK(ark::detail::context_sharers(spread.data(), 2, 0) == 1);
+}
+
+// Every rank refuses the same copy-engine calls: the share comes from the exchanged table, the
+// tightest shared context deciding, whatever rank asks.
+TEST_CASE("residency: the tightest shared context's hardware queues per rank") {
+  const std::vector<ark::gpu_placement> own{at("0000:19:00.0", 132, 7), at("0000:3b:00.0", 132, 7)};
+  CHECK(ark::detail::tightest_context(own.data(), 2).per_rank == static_cast<std::size_t>(-1));
+  // three ranks of process 7 on GPU 19 with 8 queues (2 each), two of process 9 on GPU 3b with 32
+  // (16 each), one of process 8 on GPU 19 alone in its context
+  const std::vector<ark::gpu_placement> all{at("0000:19:00.0", 132, 7, 8),  at("0000:3b:00.0", 132, 9, 32),
+                                            at("0000:19:00.0", 132, 7, 8),  at("0000:19:00.0", 132, 8, 1),
+                                            at("0000:3b:00.0", 132, 9, 32), at("0000:19:00.0", 132, 7, 8)};
+  const auto t = ark::detail::tightest_context(all.data(), 6);
+  CHECK(t.per_rank == 2);
+  CHECK(t.queues == 8);
+  CHECK(t.ranks == 3);
+  // with enough queues in process 7, process 9's context is the tightest
+  auto more = all;
+  for (int r : {0, 2, 5}) more[r].queues = 32;
+  const auto u = ark::detail::tightest_context(more.data(), 6);
+  CHECK(u.per_rank == 10);
+  CHECK(u.ranks == 3);
+  more[1].queues = more[4].queues = 16;
+  CHECK(ark::detail::tightest_context(more.data(), 6).per_rank == 8);
+  const std::vector<ark::gpu_placement> host(3); // no GPU: nothing shared
+  CHECK(ark::detail::tightest_context(host.data(), 3).per_rank == static_cast<std::size_t>(-1));
 }

@@ -353,7 +353,7 @@ private:
       for (int r = 0; r < world; ++r) where[r] = all[r].where;
       block_cap_ =
           detail::shared_gpu_block_cap(where.data(), world, cfg_.early_launch ? 2 : 1, graphs ? 1 : 0);
-      context_ranks_ = detail::context_sharers(where.data(), world, rank);
+      queue_share_ = detail::tightest_context(where.data(), world);
     }
     if constexpr (detail::graph_service<P>::available) {
       if (graphs) {
@@ -1113,16 +1113,18 @@ private:
   /// copy behind its wait can hold up the peer's step that the wait needs: every stream of every
   /// such rank needs a queue of its own (docs/perf.md, runs br and bs: four ranks on one H200
   /// timed out in 10 of 10 runs with CUDA's 8 queues, passed with 16 and 32).
+  /// The queues are those each rank's placement reported when it was built (the runtime reads
+  /// them once, when it starts), so every rank refuses the same calls.
   void check_hardware_queues(const char* call, std::size_t streams) const {
-    if constexpr (requires { P::hardware_queues(); }) {
-      const int queues = P::hardware_queues();
-      if (context_ranks_ > 1 && static_cast<std::size_t>(queues) < streams * context_ranks_)
-        detail::throw_invalid(
-            call, std::to_string(context_ranks_) + " ranks share this GPU in one process, and the copy " +
-                      "engine's " + std::to_string(streams) + " stream(s) per rank need " +
-                      std::to_string(streams * context_ranks_) + " hardware queues, not " +
-                      std::to_string(queues) + ": set " + std::string(P::hardware_queues_variable) +
-                      " (32 at most) before the GPU runtime starts");
+    if constexpr (requires { P::hardware_queues_variable; }) {
+      const detail::queue_share& t = queue_share_;
+      if (streams > t.per_rank)
+        detail::throw_invalid(call, std::to_string(t.ranks) + " ranks share a GPU in one process with " +
+                                        std::to_string(t.queues) +
+                                        " hardware queues, and the copy engine's " + std::to_string(streams) +
+                                        " stream(s) per rank need " + std::to_string(streams * t.ranks) +
+                                        ": set " + std::string(P::hardware_queues_variable) +
+                                        " (32 at most) before the GPU runtime starts");
     } else {
       (void)call, (void)streams;
     }
@@ -1139,8 +1141,8 @@ private:
 
   config cfg_;
   std::unique_ptr<boot_base> boot_;
-  unsigned block_cap_ = 0;        ///< block_cap(): 0 unless ranks share a GPU
-  std::size_t context_ranks_ = 1; ///< the ranks in this rank's process on its GPU, itself included
+  unsigned block_cap_ = 0;            ///< block_cap(): 0 unless ranks share a GPU
+  detail::queue_share queue_share_{}; ///< the tightest context's hardware queues per rank
   team_view team_{};
   typename P::memory region_{};
   bool owns_region_ = true;

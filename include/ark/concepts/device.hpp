@@ -34,11 +34,11 @@
 //      worker), worker in [0, workers). `synchronous_launch` says whether launch returns only
 //      once the work is done (the host) or enqueues it (GPUs).
 //   7. Optional, for platforms whose ranks may share a processor: placement(device) -> a
-//      `gpu_placement` naming the GPU as every process of the node does, its SMs and the
-//      process. Ranks on one GPU then split its SMs (team/residency.hpp); and hardware_queues()
-//      -> how many queues a context's streams are spread over (the copy-engine collectives
-//      refuse to run where ranks of one context would have to share them). The host platform
-//      has neither: its ranks are threads, and every thread runs.
+//      `gpu_placement` naming the GPU as every process of the node does, its SMs, the process
+//      and the context's hardware queues. Ranks on one GPU then split its SMs, and the
+//      copy-engine collectives refuse to run where ranks of one context would have to share
+//      queues (team/residency.hpp). The host platform has none: its ranks are threads, and every
+//      thread runs.
 //
 // Thread and rank identity are passed in (the scope, the worker index, the team handle); nothing
 // in an algorithm reads them from a global. Models: platform::host (ark/platform/host.hpp),
@@ -65,12 +65,14 @@ struct launch_shape {
 };
 
 /// Where a rank's kernels run (device concept, item 7): its GPU's PCI address, the same string in
-/// every process of the node, that GPU's multiprocessor count, and the rank's process (ranks of
-/// one process on one GPU share its context, and so its hardware queues).
+/// every process of the node, that GPU's multiprocessor count, the rank's process (a token no
+/// other process of the node has: ranks of one process on one GPU share its context) and the
+/// hardware queues that context spreads its streams over.
 struct gpu_placement {
   char pci[32] = {};
   std::int32_t sms = 0;
-  std::int64_t process = 0;
+  std::int32_t queues = 0;
+  std::uint64_t process = 0;
 };
 
 namespace detail {

@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <random>
 #include <utility>
 #include <unistd.h>
 
@@ -61,6 +62,17 @@ inline bool first_peer_access(int device, int peer) {
   static std::map<std::pair<int, int>, bool> enabled;
   std::lock_guard<std::mutex> lock(m);
   return !std::exchange(enabled[{device, peer}], true);
+}
+
+/// This process, named as no other process of the node names itself (a PID repeats across PID
+/// namespaces: containers): made once, from the random device and the PID.
+inline std::uint64_t process_token() {
+  static const std::uint64_t token = [] {
+    std::random_device rd;
+    const std::uint64_t r = (std::uint64_t{rd()} << 32) ^ rd();
+    return r ^ static_cast<std::uint64_t>(::getpid());
+  }();
+  return token;
 }
 
 /// Pointers this process opened through IPC, to close them again.
@@ -194,7 +206,8 @@ struct gpu {
     int sms = 0;
     detail::rt::check(detail::rt::multiprocessor_count(&sms, device), "query the GPU's SMs");
     p.sms = sms;
-    p.process = static_cast<std::int64_t>(::getpid());
+    p.queues = hardware_queues();
+    p.process = detail::process_token();
     return p;
   }
   /// The hardware queues a context spreads its streams over, as set in the environment (the

@@ -47,4 +47,24 @@ inline std::size_t context_sharers(const gpu_placement* all, int world, int me) 
   return n;
 }
 
+/// The tightest context of a team: the fewest hardware queues that one of its ranks has to
+/// itself where ranks share a context (its queues ÷ its ranks), with those two numbers. Every
+/// rank computes it from the same table, so all refuse a call, or none. No shared context:
+/// per_rank is SIZE_MAX.
+struct queue_share {
+  std::size_t per_rank = static_cast<std::size_t>(-1);
+  int queues = 0;
+  std::size_t ranks = 1;
+};
+inline queue_share tightest_context(const gpu_placement* all, int world) {
+  queue_share t;
+  for (int r = 0; r < world; ++r) {
+    const std::size_t n = context_sharers(all, world, r);
+    if (n < 2) continue;
+    const std::size_t per = static_cast<std::size_t>(std::max(all[r].queues, 0)) / n;
+    if (per < t.per_rank) t = {per, all[r].queues, n};
+  }
+  return t;
+}
+
 } // namespace ark::detail

@@ -779,15 +779,16 @@ private:
       if constexpr (requires { P::preload(s_, work); }) P::preload(s_, work); // GPUs
     }
 
-    /// Writes *flag = v after the steps before it. On GPUs the write joins the kernel of the
-    /// waits that follow it (one launch for both); on the host it runs at once, since the host
-    /// runs every stream's steps in the order they are written, so a write kept back would not
-    /// be seen by the peer this rank is about to wait for.
+    /// Writes *flag = v after the steps before it. The write joins the launch of the waits that
+    /// follow it on this stream (one kernel for both on GPUs, writes first). A write that a wait
+    /// on another stream must follow is flushed by the caller before that wait is enqueued: the
+    /// call's steps, in the order they are launched, then run to the end one at a time, which is
+    /// how the host runs them (every launch there runs when it is made) and how a GPU runs
+    /// streams that share a hardware queue (ce_all_reduce). The host tests so check that order.
     void write(std::uint64_t* flag, std::uint64_t v) {
       if (w_.n || w_.nw == max_world) flush();
       w_.writes[w_.nw] = flag;
       w_.written[w_.nw++] = v;
-      if constexpr (P::synchronous_launch) flush();
     }
     /// Waits for *flag == v (peer `peer` writes it); consecutive waits become one wait kernel.
     void wait(std::uint64_t* flag, std::uint64_t v, int peer) {

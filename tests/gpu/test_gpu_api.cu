@@ -434,9 +434,8 @@ std::string self_dir() {
 /// lazy module loading, CUDA's default since 12.2, as a user's processes do (this binary loads
 /// eagerly unless CUDA_MODULE_LOADING says otherwise, see gpu_support.hpp): a first launch then
 /// waits for the kernels running in its context, which deadlocked the copy-engine calls before
-/// they loaded their kernels up front.
-/// Starts ark_gpu_rank for each of `ranks`, with lazy module loading and `connections` hardware
-/// queues per context (0: CUDA's default), and returns their exit codes.
+/// they loaded their kernels up front. `connections`: the hardware queues of each process's
+/// context (CUDA_DEVICE_MAX_CONNECTIONS; 0: CUDA's default, whatever this process set).
 std::vector<int> spawn_ranks(const std::vector<int>& ranks, int world, const std::string& sock,
                              int connections = 0) {
   const std::string exe = self_dir() + "/ark_gpu_rank";

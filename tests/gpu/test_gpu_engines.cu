@@ -6,6 +6,7 @@
 // all_gather / broadcast through max_ctas = 0); an SM budget; a peer that never joins.
 #include "gpu_support.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <memory>
@@ -37,6 +38,16 @@ std::vector<std::int32_t> pattern(std::size_t n, int rank, int call) {
   std::mt19937 g(static_cast<unsigned>(rank * 7919 + call));
   for (auto& x : v) x = static_cast<std::int32_t>(g());
   return v;
+}
+
+/// The sum of every rank's pattern of `call`, element by element, wrapping as the GPU's int32 sum does.
+std::vector<std::int32_t> pattern_sum(std::size_t n, int world, int call) {
+  std::vector<std::uint32_t> sum(n, 0);
+  for (int r = 0; r < world; ++r) {
+    const auto theirs = pattern(n, r, call);
+    for (std::size_t i = 0; i < n; ++i) sum[i] += static_cast<std::uint32_t>(theirs[i]);
+  }
+  return {sum.begin(), sum.end()};
 }
 
 /// A rank's peer never calls: the caller's wait ends in a timeout error within the bound.
@@ -332,10 +343,10 @@ TEST_CASE("gpu copy engine all_reduce: a peer that comes after the call failed g
 
 TEST_CASE("gpu copy engine all_reduce: bytes on the copy engine, a bounded reduction kernel") {
   ARK_REQUIRE_GPUS(1);
-  // With ranks sharing a GPU this case timed out in 2 of 8 runs (2026-12-01, docs/perf.md "Since
-  // run i"): a rank never enqueued its next call, its thread held up, we think, in creating the
-  // event that ordered its streams while the peer's wait kernel spun. The event is now made with
-  // the communicator, and the case runs at every world.
+  // With ranks sharing a GPU this case timed out (2 of 8 runs at world 2 on 2026-12-01, 10 of 10
+  // at world 4 in run br): their streams shared the context's 8 hardware queues, and a rank's
+  // copy behind its wait held up the peer's flag write (docs/perf.md, runs br and bs). The suite
+  // now gives every stream a queue (gpu_support.hpp), and the case runs at every world.
   for (int world : gpu_worlds()) {
     CAPTURE(world);
     basic_world<gpu> w(world, engine_config()); // scratch 8 x 9 x 4 KB per sender: big sizes take rounds
@@ -361,15 +372,8 @@ TEST_CASE("gpu copy engine all_reduce: bytes on the copy engine, a bounded reduc
             c.synchronize();
             std::vector<std::int32_t> got(max_n);
             gpu::copy(got.data(), out.mem.ptr, max_n * 4);
-            std::vector<std::vector<std::int32_t>> all;
-            for (int r = 0; r < world; ++r) all.push_back(pattern(n, r, call));
-            for (std::size_t i = 0; i < n; ++i) {
-              std::int32_t want = 0;
-              for (int r = 0; r < world; ++r)
-                want = static_cast<std::int32_t>(static_cast<std::uint32_t>(want) +
-                                                 static_cast<std::uint32_t>(all[r][i]));
-              bad[rank] += got[i] != want;
-            }
+            const auto want = pattern_sum(n, world, call);
+            for (std::size_t i = 0; i < n; ++i) bad[rank] += got[i] != want[i];
             for (std::size_t i = n; i < max_n; ++i) bad[rank] += got[i] != -3;
           }
     });
@@ -399,13 +403,8 @@ TEST_CASE("gpu SM budget: max_ctas caps the blocks of an engine all-reduce, resu
         c.synchronize();
         std::vector<std::int32_t> got(n);
         gpu::copy(got.data(), d.mem.ptr, n * 4);
-        std::vector<std::vector<std::int32_t>> all;
-        for (int r = 0; r < world; ++r) all.push_back(pattern(n, r, budget));
-        for (std::size_t i = 0; i < n; ++i) {
-          std::int32_t want = 0;
-          for (int r = 0; r < world; ++r) want += all[r][i];
-          bad[rank] += got[i] != want;
-        }
+        const auto want = pattern_sum(n, world, budget);
+        for (std::size_t i = 0; i < n; ++i) bad[rank] += got[i] != want[i];
       }
     });
     for (int r = 0; r < world; ++r) CHECK(bad[r] == 0);
@@ -435,13 +434,13 @@ TEST_CASE("gpu copy engine: ranks that share a GPU in one process need a hardwar
   // every rank's result: the all-gather's blocks, or the all-reduce's sum in the first n
   auto want_of = [&](int call, bool gather) {
     std::vector<std::int32_t> want(world * n, -3);
-    for (int r = 0; r < world; ++r) {
-      const auto theirs = pattern(n, r, call);
-      for (std::size_t i = 0; i < n; ++i) {
-        std::int32_t& x = want[gather ? r * n + i : i];
-        x = gather ? theirs[i]
-                   : static_cast<std::int32_t>(static_cast<std::uint32_t>(r ? x : 0) +
-                                               static_cast<std::uint32_t>(theirs[i]));
+    if (!gather) {
+      const auto sum = pattern_sum(n, world, call);
+      std::copy(sum.begin(), sum.end(), want.begin());
+    } else {
+      for (int r = 0; r < world; ++r) {
+        const auto theirs = pattern(n, r, call);
+        std::copy(theirs.begin(), theirs.end(), want.begin() + static_cast<std::ptrdiff_t>(r * n));
       }
     }
     return want;

@@ -15,6 +15,17 @@
 
 namespace ark::detail {
 
+/// How many of the `world` ranks of `all` run on rank `me`'s GPU (in its process too, with
+/// `same_process`: its context), `me` included. 1 without a GPU (an empty PCI address).
+inline std::size_t sharers(const gpu_placement* all, int world, int me, bool same_process) {
+  if (all[me].pci[0] == '\0') return 1;
+  std::size_t n = 0;
+  for (int q = 0; q < world; ++q)
+    n += std::strncmp(all[me].pci, all[q].pci, sizeof all[me].pci) == 0 &&
+         (!same_process || all[q].process == all[me].process);
+  return n;
+}
+
 /// The most blocks one call may use so that, on every GPU that the `world` ranks of `all` share
 /// (an empty PCI address is no GPU), the calls of all the ranks on it fit at once: each rank holds `kernels`
 /// calls' blocks at a time (2 with early launch: the next call's blocks become resident while the current
@@ -24,10 +35,7 @@ inline unsigned shared_gpu_block_cap(const gpu_placement* all, int world, unsign
                                      unsigned persistent) {
   unsigned cap = 0;
   for (int r = 0; r < world; ++r) {
-    if (all[r].pci[0] == '\0') continue;
-    unsigned sharing = 0;
-    for (int q = 0; q < world; ++q)
-      sharing += std::strncmp(all[r].pci, all[q].pci, sizeof all[r].pci) == 0 ? 1u : 0u;
+    const auto sharing = static_cast<unsigned>(sharers(all, world, r, false));
     if (sharing < 2) continue;
     const long free_sms = static_cast<long>(all[r].sms) - static_cast<long>(sharing * persistent) - 1;
     const long per_rank = free_sms / static_cast<long>(sharing * std::max(kernels, 1u));
@@ -40,11 +48,7 @@ inline unsigned shared_gpu_block_cap(const gpu_placement* all, int world, unsign
 /// How many of the `world` ranks of `all` run in rank `me`'s process on its GPU, `me` included:
 /// they share a context (CUDA's, HIP's), and so its hardware queues. 1 without a GPU.
 inline std::size_t context_sharers(const gpu_placement* all, int world, int me) {
-  if (all[me].pci[0] == '\0') return 1;
-  std::size_t n = 0;
-  for (int q = 0; q < world; ++q)
-    n += all[q].process == all[me].process && std::strncmp(all[me].pci, all[q].pci, sizeof all[me].pci) == 0;
-  return n;
+  return sharers(all, world, me, true);
 }
 
 /// The tightest context of a team: the fewest hardware queues that one of its ranks has to

@@ -1,10 +1,13 @@
 // tests/bootstrap/mpi_ranks.cpp: the MPI bootstrap across the processes mpirun starts.
 //   mpirun -np N ark_mpi_ranks
 // Every rank checks all_gather (rank order, many rounds, several sizes) and barrier, and that a
-// rank that stops participating turns into a timeout on the others; prints one line per rank
-// and exits 0 only if everything held.
+// rank that stops participating turns into a timeout on the others, after which their bootstrap
+// refuses every call and the late rank's completion of the abandoned gather writes nothing into
+// their buffers; prints one line per rank and exits 0 only if everything held.
 #include "ark/bootstrap/mpi.hpp"
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <thread>
 #include <vector>
@@ -41,8 +44,50 @@ int main(int argc, char** argv) {
         } catch (const ark::timeout_error&) {
           timed_out = true;
         }
-        bad += !timed_out;
+        bad += !timed_out || !quick.timed_out();
+        // the bootstrap now refuses at once, without posting anything
+        const auto t0 = std::chrono::steady_clock::now();
+        bool refused = false;
+        try {
+          quick.barrier();
+        } catch (const ark::invalid_argument&) {
+          refused = true;
+        }
+        bad += !refused || std::chrono::steady_clock::now() - t0 > std::chrono::milliseconds(100);
       }
+    }
+    // the same with a gather: the others time out with their output poisoned, rank 0 completes it
+    // late (and gets their contributions, which they no longer hold), and after a barrier on that
+    // communicator, by which their abandoned gathers have their data, their outputs still hold the
+    // poison: MPI wrote into the bootstrap's own buffers
+    MPI_Comm late_gather;
+    MPI_Comm_dup(MPI_COMM_WORLD, &late_gather);
+    if (world > 1) {
+      constexpr int poison = -7;
+      ark::mpi_bootstrap gather(late_gather, std::chrono::milliseconds(rank == 0 ? 20000 : 300));
+      std::vector<int> all(3 * static_cast<std::size_t>(world), poison);
+      {
+        std::vector<int> mine{rank, rank + 100, rank + 200};
+        if (rank == 0) {
+          std::this_thread::sleep_for(std::chrono::seconds(1));
+          gather.all_gather(mine.data(), all.data(), mine.size() * sizeof(int));
+          for (int q = 0; q < world; ++q)
+            for (int i = 0; i < 3; ++i) bad += all[3 * q + i] != q + 100 * i;
+        } else {
+          bool timed_out = false;
+          try {
+            gather.all_gather(mine.data(), all.data(), mine.size() * sizeof(int));
+          } catch (const ark::timeout_error&) {
+            timed_out = true;
+          }
+          bad += !timed_out;
+          std::fill(mine.begin(), mine.end(), poison); // what we sent is gone
+        }
+      }
+      MPI_Barrier(late_gather);
+      MPI_Barrier(late_gather);
+      if (rank != 0)
+        for (const int v : all) bad += v != poison;
     }
     std::printf("mpi bootstrap: rank %d of %d: %s\n", rank, world, bad ? "WRONG" : "ok");
     std::fflush(stdout);

@@ -5,8 +5,12 @@
 //   ark::communicator<ark::platform::cuda> comm(ark::mpi_bootstrap(MPI_COMM_WORLD), cfg);
 //
 // MPI collectives have no timeout, so the gathers are nonblocking requests polled against a
-// deadline: a rank that never arrives becomes ark::timeout_error, never a hang (the MPI
-// communicator is unusable afterwards; abort the job).
+// deadline: a rank that never arrives becomes ark::timeout_error, never a hang. MPI cannot cancel
+// a collective request, so the one that timed out stays posted, and a rank that arrives late
+// completes it: the gathers therefore run through buffers of the bootstrap's own, which a timed-out
+// request keeps (never the caller's, which may be gone by then). After a timeout the bootstrap
+// refuses every further call, and the MPI communicator's next collective would pair with the
+// abandoned one: abort the job, or go on only on another communicator.
 #pragma once
 
 #include "ark/concepts/bootstrap.hpp"
@@ -15,8 +19,12 @@
 #include <mpi.h>
 
 #include <chrono>
+#include <cstddef>
+#include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace ark {
 
@@ -36,33 +44,60 @@ public:
   int size() const { return size_; }
 
   void all_gather(const void* in, void* out, std::size_t n) {
+    refuse_after_timeout("all_gather");
     if (n > static_cast<std::size_t>(1) << 30) detail::throw_invalid("mpi_bootstrap", "gather too large");
-    MPI_Request req;
+    auto b = std::make_unique<buffers>();
+    b->in.assign(static_cast<const std::byte*>(in), static_cast<const std::byte*>(in) + n);
+    b->out.resize(n * static_cast<std::size_t>(size_));
     const int count = static_cast<int>(n);
-    check(MPI_Iallgather(n ? in : MPI_IN_PLACE, count, MPI_BYTE, out, count, MPI_BYTE, comm_, &req),
+    check(MPI_Iallgather(n ? b->in.data() : MPI_IN_PLACE, count, MPI_BYTE, b->out.data(), count, MPI_BYTE,
+                         comm_, &b->req),
           "MPI_Iallgather");
-    wait(req, "all_gather");
+    b = wait(std::move(b), "all_gather");
+    if (n) std::memcpy(out, b->out.data(), b->out.size());
   }
 
   void barrier() {
-    MPI_Request req;
-    check(MPI_Ibarrier(comm_, &req), "MPI_Ibarrier");
-    wait(req, "barrier");
+    refuse_after_timeout("barrier");
+    auto b = std::make_unique<buffers>();
+    check(MPI_Ibarrier(comm_, &b->req), "MPI_Ibarrier");
+    wait(std::move(b), "barrier");
   }
 
+  /// Whether a call timed out: the bootstrap then refuses every call (ark::invalid_argument).
+  bool timed_out() const { return timed_out_; }
+
 private:
-  void wait(MPI_Request& req, const char* what) {
+  /// A request and the buffers MPI reads and writes until it completes.
+  struct buffers {
+    MPI_Request req = MPI_REQUEST_NULL;
+    std::vector<std::byte> in, out;
+  };
+
+  /// Returns the buffers once the request completed. On timeout, the request is still posted and
+  /// MPI may write into its buffers whenever the late rank arrives, so they are left to it: one
+  /// allocation per bootstrap, at most, never freed.
+  std::unique_ptr<buffers> wait(std::unique_ptr<buffers> b, const char* what) {
     const auto deadline = std::chrono::steady_clock::now() + timeout_;
     for (unsigned spins = 0;; ++spins) {
       int done = 0;
-      check(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "MPI_Test");
-      if (done) return;
-      if (std::chrono::steady_clock::now() > deadline)
+      check(MPI_Test(&b->req, &done, MPI_STATUS_IGNORE), "MPI_Test");
+      if (done) return b;
+      if (std::chrono::steady_clock::now() > deadline) {
+        timed_out_ = true;
+        (void)b.release(); // see above: MPI owns it now
         throw timeout_error("mpi_bootstrap: rank " + std::to_string(rank_) + ": " + what +
                                 " not complete after " + std::to_string(timeout_.count()) + " ms",
                             {});
+      }
       if (spins > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
+  }
+  void refuse_after_timeout(const char* what) const {
+    if (timed_out_)
+      detail::throw_invalid("mpi_bootstrap", std::string(what) +
+                                                 " after a call that timed out: its request is still "
+                                                 "posted on the MPI communicator, which is unusable");
   }
   static void check(int rc, const char* call) {
     if (rc != MPI_SUCCESS) throw platform_error(std::string("mpi_bootstrap: ") + call + " failed");
@@ -71,6 +106,7 @@ private:
   MPI_Comm comm_;
   std::chrono::milliseconds timeout_;
   int rank_ = 0, size_ = 1;
+  bool timed_out_ = false;
 };
 
 static_assert(bootstrap<mpi_bootstrap>);

@@ -32,6 +32,17 @@ TEST_CASE("errors: bad arguments are rejected before any data moves, and the com
     m.push_back(message_of<ark::invalid_argument>(
         [&] { c.all_reduce(in.data(), out.data(), 8, ark::op::sum{}, too_many); }));
     m.push_back(message_of<ark::invalid_argument>([&] { c.all_gather(out.data() + 2, out.data(), 4); }));
+    ark::call_options<host> negative;
+    negative.timeout = -1ms; // not "the default": refused
+    m.push_back(message_of<ark::invalid_argument>(
+        [&] { c.all_reduce(in.data(), out.data(), 8, ark::op::sum{}, negative); }));
+    ark::call_options<host> over_budget;
+    over_budget.workers = 2;
+    over_budget.max_ctas = 1; // not cut to one worker: refused
+    m.push_back(message_of<ark::invalid_argument>(
+        [&] { c.all_reduce(in.data(), out.data(), 8, ark::op::sum{}, over_budget); }));
+    m.push_back(
+        message_of<ark::invalid_argument>([&] { c.launch([](const auto&) { return true; }, 1, negative); }));
     untouched[rank] = out;
     // still usable: a correct call after the rejected ones
     c.all_reduce(in.data(), out.data(), 64);
@@ -49,6 +60,9 @@ TEST_CASE("errors: bad arguments are rejected before any data moves, and the com
     CHECK(contains(m[6], "pipeline depth 9 exceeds team_config.max_depth 8"));
     CHECK(contains(m[7], "workers 99 exceeds"));
     CHECK(contains(m[8], "overlap"));
+    CHECK(contains(m[9], "timeout must be 0 (the communicator's) or positive"));
+    CHECK(contains(m[10], "workers 2 exceeds max_ctas 1"));
+    CHECK(contains(m[11], "launch: timeout must be"));
     for (float v : untouched[r]) CHECK(v == -7.0f);
   }
 }
@@ -83,6 +97,22 @@ TEST_CASE("errors: a configuration that cannot work is refused when the communic
   CHECK(contains(message_of<ark::invalid_argument>(
                      build([](comm_t::config& c) { c.timeout = std::chrono::milliseconds(0); })),
                  "timeout must be positive"));
+}
+
+TEST_CASE("errors: the longest timeout a config can hold is no timeout, never an instant one") {
+  // milliseconds::max() is more nanoseconds than a 64-bit count holds: it saturates
+  test_world w(2, [] {
+    comm_t::config cfg = small_config();
+    cfg.timeout = std::chrono::milliseconds::max();
+    return cfg;
+  }());
+  w.run([&](comm_t& c, int rank) {
+    CHECK(c.team().timeout_ns == UINT64_MAX);
+    if (rank == 1) std::this_thread::sleep_for(50ms); // a peer late by far more than an instant
+    std::vector<float> in(64, 1.0f + rank), out(64, -7.0f);
+    c.all_reduce(in.data(), out.data(), 64);
+    for (float v : out) REQUIRE(v == 3.0f);
+  });
 }
 
 TEST_CASE("errors: ranks configured differently are refused when the communicator is built") {
@@ -332,6 +362,38 @@ TEST_CASE(
   for (int r = 0; r < 4; ++r) {
     REQUIRE(errs[r]);
     CHECK_THROWS_AS(std::rethrow_exception(errs[r]), ark::mismatch_error);
+  }
+}
+
+TEST_CASE("errors: a root outside the team, given to the device-side API, fails at once on every rank") {
+  // the host API refuses it before launching (first case); inside a kernel it is recorded, not waited on
+  for (const int root : {-1, 2, 70}) {
+    CAPTURE(root);
+    test_world w(2);
+    bool ok[2] = {true, true};
+    std::vector<std::int32_t> outs[2];
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto errs = w.try_run([&](comm_t& c, int rank) {
+      std::vector<std::int32_t> in(40, rank + 1);
+      outs[rank].assign(40, -7);
+      const auto d = c.device_handle();
+      host::launch(c.stream(), ark::launch_shape{1, 16}, [&](auto& g, unsigned wk, unsigned nw) {
+        const bool r =
+            root < 0 ? d.reduce<ark::dma::thread_copy<1>>(g, wk, nw, in.data(), outs[rank].data(), 40, root)
+                     : d.broadcast<ark::dma::ll_packet<1>>(g, wk, nw, in.data(), outs[rank].data(), 40, root);
+        if (g.thread_rank() == 0) ok[rank] = r;
+      });
+      c.synchronize();
+    });
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2)); // the bound is 5 s
+    for (int r = 0; r < 2; ++r) {
+      CAPTURE(r);
+      CHECK_FALSE(ok[r]);
+      REQUIRE(errs[r]);
+      CHECK(contains(message_of<ark::error>([&] { std::rethrow_exception(errs[r]); }),
+                     "root " + std::to_string(root) + " is outside [0, 2)"));
+      for (const auto v : outs[r]) CHECK(v == -7);
+    }
   }
 }
 

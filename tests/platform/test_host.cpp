@@ -1,11 +1,14 @@
 // The host platform: a launch runs the work once per (worker, thread) with the right identities
 // and returns when all are done; its pool grows and shrinks between launches; memory is zeroed.
 #include "ark/platform/host.hpp"
+#include "ark/concepts/device.hpp"
 
 #include <doctest/doctest.h>
 
 #include <atomic>
 #include <chrono>
+#include <climits>
+#include <cstdint>
 #include <stdexcept>
 #include <vector>
 
@@ -71,4 +74,17 @@ TEST_CASE("host platform: a thread that throws breaks its team's barrier; the la
   for (auto& v : seen) ok += v.load() == 1;
   CHECK(ok == 12);
   P::destroy_stream(s);
+}
+
+TEST_CASE("device clocks: a bound is scaled to the rate of the clock that measures it") {
+  using ark::detail::span_on_clock;
+  // ROCm's now_ns() counts 10 ns a wall-clock tick (100 MHz): on gfx908 (25 MHz) 30 s of real time
+  // is 7.5 s of its count, on a 200 MHz clock 60 s
+  CHECK(span_on_clock(30'000'000'000ull, 100000, 25000) == 7'500'000'000ull);
+  CHECK(span_on_clock(30'000'000'000ull, 100000, 200000) == 60'000'000'000ull);
+  CHECK(span_on_clock(7, 100000, 100000) == 7); // the assumed rate: unchanged (CUDA, gfx90a, gfx94x)
+  CHECK(span_on_clock(123, 100000, 0) == 123);  // the rate unknown: unchanged
+  CHECK(span_on_clock(999, 3, 1) == 333);       // rounds down
+  CHECK(span_on_clock(UINT64_MAX / 2, 1, 4) == UINT64_MAX); // saturates, never wraps to a short bound
+  CHECK(span_on_clock(UINT64_MAX, 1000, 999) == UINT64_MAX / 1000 * 999 + UINT64_MAX % 1000 * 999 / 1000);
 }

@@ -251,7 +251,7 @@ public:
     team_.rank = rank;
     team_.world = world;
     team_.lay = make_layout(world, cfg_.team);
-    team_.timeout_ns = static_cast<std::uint64_t>(std::chrono::nanoseconds(cfg_.timeout).count());
+    team_.timeout_ns = device_span(cfg_.timeout);
     if (cfg_.timeout.count() <= 0) detail::throw_invalid("communicator", "timeout must be positive");
     if (cfg_.ce_chunk_bytes == 0) detail::throw_invalid("communicator", "ce_chunk_bytes must be positive");
     if (cfg_.tuning.threads == 0 || cfg_.tuning.bytes_per_worker == 0)
@@ -513,6 +513,7 @@ public:
     if (workers < 1 || workers > team_.lay.workers)
       detail::throw_invalid("launch", "workers must be in [1, " + std::to_string(team_.lay.workers) + "]");
     check_block_cap("launch", workers);
+    check_options("launch", o);
     check_backend<B>("launch");
     enqueue<B>(stream_of(o), launch_shape{workers, cfg_.tuning.threads},
                detail::custom_work<P, B, F>{with_timeout(o), f});
@@ -608,7 +609,7 @@ public:
     const std::size_t bytes = count * sizeof(T);
     const choice c = select(K, bytes, world(), cfg_.tuning);
     call_plan p;
-    if (o.max_ctas < -1) detail::throw_invalid(call, "max_ctas must be -1 (no limit), 0 or positive");
+    check_options(call, o);
     // blocks for `b` bytes per worker share: the caller's count, or one per tuning step; at most max_ctas
     auto blocks = [&](std::size_t b, bool ll) {
       unsigned w = o.workers ? o.workers : select_workers(b, team_.lay.workers, cfg_.tuning, ll);
@@ -1045,8 +1046,22 @@ private:
   device_comm<P> with_timeout(const call_options<P>& o) const {
     device_comm<P> d = device_handle();
     d.team.launcher_beside = team_.engine_server == engine_path::device_graphs;
-    if (o.timeout.count() > 0) d.team.timeout_ns = static_cast<std::uint64_t>(o.timeout.count());
+    if (o.timeout.count() > 0) d.team.timeout_ns = device_span(o.timeout);
     return d;
+  }
+  /// A bound as the device's now_ns() counts it; one past what nanoseconds hold (milliseconds::max())
+  /// saturates, never wraps.
+  template <class Rep, class Period>
+  std::uint64_t device_span(std::chrono::duration<Rep, Period> t) const {
+    using namespace std::chrono;
+    const std::uint64_t ns = t.count() <= 0 ? 0
+                             : t >= duration_cast<duration<Rep, Period>>(nanoseconds::max())
+                                 ? UINT64_MAX
+                                 : duration_cast<nanoseconds>(t).count();
+    if constexpr (requires { P::device_span_ns(ns, 0); })
+      return P::device_span_ns(ns, cfg_.device);
+    else
+      return ns;
   }
   typename P::stream stream_of(const call_options<P>& o) const { return o.stream ? o.stream : stream_; }
 
@@ -1116,6 +1131,26 @@ private:
   /// timed out in 10 of 10 runs with CUDA's 8 queues, passed with 16 and 32).
   /// The queues are those each rank's placement reported when it was built (the runtime reads
   /// them once, when it starts), so every rank refuses the same calls.
+  /// The options every call shares, refused as they are, never corrected: a negative timeout, an
+  /// SM budget below -1 or below the workers asked for, a stream on another GPU than this rank's
+  /// (its kernels would run there, on memory of this GPU).
+  void check_options(const char* call, const call_options<P>& o) const {
+    if (o.timeout.count() < 0)
+      detail::throw_invalid(call, "timeout must be 0 (the communicator's) or positive");
+    if (o.max_ctas < -1) detail::throw_invalid(call, "max_ctas must be -1 (no limit), 0 or positive");
+    if (o.workers && o.max_ctas > 0 && o.workers > static_cast<unsigned>(o.max_ctas))
+      detail::throw_invalid(call, "workers " + std::to_string(o.workers) + " exceeds max_ctas " +
+                                      std::to_string(o.max_ctas));
+    if constexpr (requires { P::stream_device(o.stream); }) {
+      if (o.stream && o.stream != stream_) {
+        const int d = P::stream_device(o.stream); // -1 while it is being captured: CUDA checks then
+        if (d >= 0 && d != cfg_.device)
+          detail::throw_invalid(call, "the stream is on GPU " + std::to_string(d) + ", this rank's GPU is " +
+                                          std::to_string(cfg_.device));
+      }
+    }
+  }
+
   void check_hardware_queues(const char* call, std::size_t streams) const {
     if constexpr (requires { P::hardware_queues_variable; }) {
       const detail::queue_share& t = queue_share_;

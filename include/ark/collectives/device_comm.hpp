@@ -114,6 +114,13 @@ struct device_comm {
                           worker, 0, workers, team.lay.workers);
         return false;
       }
+      if ((K == collective::broadcast || K == collective::reduce) && (root < 0 || root >= team.world)) {
+        if (g.thread_rank() == 0) // refused alike on every rank that names it, before any wait
+          record_error<P>(team, errc::unsupported, static_cast<std::uint32_t>(unsupported_kind::root), -1,
+                          worker, 0, static_cast<std::uint64_t>(static_cast<std::int64_t>(root)),
+                          static_cast<std::uint64_t>(team.world));
+        return false;
+      }
       const call_desc d = detail::describe_call<K, A, B, T, Op>(workers, root, count);
       const context<P, B, G> ctx(g, team, worker, workers, d);
       // the verdict below is the barrier that makes the outputs visible (algorithms::ending);

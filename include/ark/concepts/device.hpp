@@ -11,7 +11,9 @@
 //      not necessarily after its stores; it acknowledges that a slot has been read; and its
 //      counterpart load_before_writes: a load ordered before later stores (a sender's credit).
 //   2. A clock for deadlines, now_ns() (monotonic nanoseconds), and pause(spins), the spin-wait
-//      hint, which may back off with the number of spins so far.
+//      hint, which may back off with the number of spins so far. A platform whose device clock
+//      runs at a rate now_ns() can only assume (ROCm's wall clock) also gives
+//      device_span_ns(ns, device): a span of host time in now_ns()'s units (detail::span_on_clock).
 //   3. Vector access to data: load<V>/store<V> for local memory, load_peer<V> for memory that peers
 //      write (it must not return stale cached data once a flag was acquired), with V of 8 or 16.
 //   4. LL packets: store_ll(p, a, b) writes 16 bytes as two 64-bit halves, each half single-copy
@@ -49,6 +51,7 @@
 
 #include <concepts>
 #include <cstddef>
+#include <climits>
 #include <cstdint>
 #include <type_traits>
 
@@ -145,5 +148,18 @@ concept device = requires {
   { P::launch(s, shape, work) } -> std::same_as<void>;
   { P::synchronous_launch } -> std::same_as<const bool&>;
 };
+
+namespace detail {
+
+/// A span of `ns` nanoseconds as a clock counts it that ticks at `actual_khz` where the code reading
+/// it assumes `assumed_khz` (ROCm's wall_clock64(): 100 MHz on gfx90a and gfx94x, 25 MHz on
+/// gfx908). Saturates; an unknown rate (0) leaves the span as it is.
+inline std::uint64_t span_on_clock(std::uint64_t ns, std::uint64_t assumed_khz, std::uint64_t actual_khz) {
+  if (assumed_khz == 0 || actual_khz == 0 || assumed_khz == actual_khz) return ns;
+  const unsigned __int128 v = static_cast<unsigned __int128>(ns) * actual_khz / assumed_khz;
+  return v > UINT64_MAX ? UINT64_MAX : static_cast<std::uint64_t>(v);
+}
+
+} // namespace detail
 
 } // namespace ark

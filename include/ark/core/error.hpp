@@ -45,6 +45,8 @@ enum class unsupported_kind : std::uint32_t {
   one_step = 1,
   /// algo::one_step_world<N> on a team of another size (mine: N, theirs: the team's size)
   world = 2,
+  /// a root outside the team, given to the device-side API (mine: the root, theirs: the team's size)
+  root = 3,
 };
 
 /// Which field of a call description differed between two ranks.
@@ -211,6 +213,9 @@ inline std::string describe(const error_record& r, int rank) {
            std::to_string(r.theirs) + " fit (use algo::one_shot, or more workers)";
     else if (static_cast<unsupported_kind>(r.what) == unsupported_kind::world)
       s += ": " + one_step_world_refusal(r.mine, r.theirs);
+    else if (static_cast<unsupported_kind>(r.what) == unsupported_kind::root)
+      s += ": root " + std::to_string(static_cast<std::int64_t>(r.mine)) + " is outside [0, " +
+           std::to_string(r.theirs) + ")";
     else if (static_cast<unsupported_kind>(r.what) == unsupported_kind::setup)
       s += " by this communicator's setup (worker " + std::to_string(r.worker) + " of " +
            std::to_string(r.mine) + ", team_config.workers " + std::to_string(r.theirs) +

@@ -53,6 +53,8 @@ ARK_HD inline unsigned graph_classes(const layout& l) {
   return c;
 }
 ARK_HD inline std::uint64_t graph_class_bytes(const layout& l, unsigned k) { return l.slot_bytes >> (2 * k); }
+/// The engine's bound: twice the calls' (a request waits behind a whole call), saturating.
+inline std::uint64_t engine_timeout_ns(std::uint64_t ns) { return ns > UINT64_MAX / 2 ? UINT64_MAX : 2 * ns; }
 
 /// The copy graph that serves a request: ticket (w, peer, slot) and size class.
 struct graph_route {
@@ -279,7 +281,7 @@ public:
               counters_.data(),
               counters_.data() + chans,
               counters_.data() + 2 * chans,
-              2 * t.timeout_ns,
+              engine_timeout_ns(t.timeout_ns),
               graph_classes(l)};
     stop_.store(false);
     launcher_ = std::thread([this] { run_launcher(); });
@@ -467,7 +469,7 @@ public:
     view_.ended = view_.chan_landed + chans;
     graphs_ = reinterpret_cast<cudaGraphExec_t*>(view_.ended + 1);
     view_.classes = classes;
-    view_.timeout_ns = 2 * t.timeout_ns;
+    view_.timeout_ns = engine_timeout_ns(t.timeout_ns);
     stream_ = platform::gpu::create_stream(device, priority);
     rt::check(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming), "create event");
     rt::check(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming), "create event");

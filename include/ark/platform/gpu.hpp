@@ -210,6 +210,11 @@ struct gpu {
     p.process = detail::process_token();
     return p;
   }
+  /// A span of `ns` nanoseconds as device code's now_ns() on `device` counts it (ROCm's wall clock
+  /// runs at the GPU's rate; now_ns() assumes 100 MHz).
+  static std::uint64_t device_span_ns(std::uint64_t ns, int device) {
+    return detail::span_on_clock(ns, detail::rt::clock_khz_assumed, detail::rt::clock_khz(device));
+  }
   /// The hardware queues a context spreads its streams over, as set in the environment (the
   /// runtime reads it once, when it starts): CUDA_DEVICE_MAX_CONNECTIONS (8 unless set, at most
   /// 32), on ROCm GPU_MAX_HW_QUEUES (4 unless set). Streams on one queue run their steps in the
@@ -416,6 +421,14 @@ public:
       capable.fetch_or(bit, std::memory_order_relaxed);
     known.fetch_or(bit, std::memory_order_release);
     return capable.load(std::memory_order_relaxed) & bit;
+  }
+
+  /// The GPU a stream belongs to; -1 while it is being captured (querying is not allowed then).
+  static int stream_device(stream s) {
+    if (detail::rt::is_capturing(s)) return -1;
+    int device = 0;
+    detail::rt::check(detail::rt::stream_device(s, &device), "find the stream's device");
+    return device;
   }
 
   /// Launches on the stream's device (while a stream is being captured, querying its device is

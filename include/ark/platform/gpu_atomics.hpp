@@ -117,7 +117,8 @@ ARK_DEVICE ARK_FORCEINLINE bool compare_exchange(std::uint32_t* p, std::uint32_t
                                               __HIP_MEMORY_SCOPE_SYSTEM);
 }
 ARK_DEVICE ARK_FORCEINLINE void fence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
-/// wall_clock64() ticks at a constant 100 MHz on gfx90a and gfx94x.
+/// wall_clock64() ticks at a constant 100 MHz on gfx90a and gfx94x. Spans compared with it come from
+/// the host in these units at the GPU's own rate (platform::gpu::device_span_ns).
 ARK_DEVICE ARK_FORCEINLINE std::uint64_t now_ns() { return static_cast<std::uint64_t>(wall_clock64()) * 10u; }
 ARK_DEVICE ARK_FORCEINLINE void load_pair_volatile(const void* p, std::uint64_t& a, std::uint64_t& b) {
   const auto* q = static_cast<const std::uint64_t*>(p);

@@ -165,6 +165,10 @@ inline error_t multiprocessor_count(int* n, int device) {
   return cudaDeviceGetAttribute(n, cudaDevAttrMultiProcessorCount, device);
 }
 inline error_t pci_bus_id(char* id, int len, int device) { return cudaDeviceGetPCIBusId(id, len, device); }
+/// The rate of the clock device code's now_ns() reads (%globaltimer: nanoseconds), in kHz, and the
+/// rate now_ns() assumes.
+inline constexpr std::uint64_t clock_khz_assumed = 1000000;
+inline std::uint64_t clock_khz(int) { return clock_khz_assumed; }
 inline std::string device_name(int device) {
   cudaDeviceProp p{};
   return cudaGetDeviceProperties(&p, device) == cudaSuccess ? p.name : "unknown";
@@ -286,6 +290,26 @@ inline error_t multiprocessor_count(int* n, int device) {
   return hipDeviceGetAttribute(n, hipDeviceAttributeMultiprocessorCount, device);
 }
 inline error_t pci_bus_id(char* id, int len, int device) { return hipDeviceGetPCIBusId(id, len, device); }
+/// The rate of the clock device code's now_ns() reads (wall_clock64()), in kHz (0 if unknown), and
+/// the rate now_ns() assumes (gpu_atomics.hpp).
+inline constexpr std::uint64_t clock_khz_assumed = 100000;
+/// 0 (the rate assumed) where HIP has no hipDeviceAttributeWallClockRate (Debian's HIP 5.2).
+template <class Attribute>
+std::uint64_t wall_clock_khz(int device) {
+  if constexpr (requires { Attribute::hipDeviceAttributeWallClockRate; }) {
+    int khz = 0;
+    const auto a = static_cast<hipDeviceAttribute_t>(Attribute::hipDeviceAttributeWallClockRate);
+    if (hipDeviceGetAttribute(&khz, a, device) != hipSuccess) {
+      (void)hipGetLastError();
+      return 0;
+    }
+    return khz > 0 ? static_cast<std::uint64_t>(khz) : 0;
+  } else {
+    (void)device;
+    return 0;
+  }
+}
+inline std::uint64_t clock_khz(int device) { return wall_clock_khz<hipDeviceAttribute_t>(device); }
 inline std::string device_name(int device) {
   hipDeviceProp_t p{};
   return hipGetDeviceProperties(&p, device) == hipSuccess ? p.name : "unknown";

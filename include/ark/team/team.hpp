@@ -12,9 +12,9 @@ namespace ark {
 struct team_view {
   int rank = 0;
   int world = 0;
-  std::uint64_t timeout_ns = 0;                   ///< a wait that makes no progress this long fails
-  control_block* ctl = nullptr;                   ///< this rank's control block (device-visible address)
-  std::byte* engine = nullptr;                    ///< this rank's engine queues (device address)
+  std::uint64_t timeout_ns = 0; ///< a wait that makes no progress this long fails (P::now_ns()'s units)
+  control_block* ctl = nullptr; ///< this rank's control block (device-visible address)
+  std::byte* engine = nullptr;  ///< this rank's engine queues (device address)
   engine_path engine_server = engine_path::proxy; ///< who serves them
   bool launcher_beside = false; ///< device graphs: a launcher runs beside this call (host-enqueued)
   layout lay;

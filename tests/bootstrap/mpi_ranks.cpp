@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
     MPI_Comm late;
     MPI_Comm_dup(MPI_COMM_WORLD, &late);
     ark::mpi_bootstrap quick(late, std::chrono::milliseconds(300));
+    ark::mpi_bootstrap copy = quick; // as a communicator holds it
     if (world > 1) {
       bool timed_out = false;
       if (rank == 0) {
@@ -44,16 +45,20 @@ int main(int argc, char** argv) {
         } catch (const ark::timeout_error&) {
           timed_out = true;
         }
-        bad += !timed_out || !quick.timed_out();
-        // the bootstrap now refuses at once, without posting anything
-        const auto t0 = std::chrono::steady_clock::now();
-        bool refused = false;
-        try {
-          quick.barrier();
-        } catch (const ark::invalid_argument&) {
-          refused = true;
+        bad += !timed_out || !quick.timed_out() || !copy.timed_out();
+        // the bootstrap, a copy of it and one made afresh on that MPI communicator now refuse at
+        // once, without posting anything
+        ark::mpi_bootstrap fresh(late, std::chrono::milliseconds(300));
+        for (ark::mpi_bootstrap* b : {&quick, &copy, &fresh}) {
+          const auto t0 = std::chrono::steady_clock::now();
+          bool refused = false;
+          try {
+            b->barrier();
+          } catch (const ark::invalid_argument&) {
+            refused = true;
+          }
+          bad += !refused || std::chrono::steady_clock::now() - t0 > std::chrono::milliseconds(100);
         }
-        bad += !refused || std::chrono::steady_clock::now() - t0 > std::chrono::milliseconds(100);
       }
     }
     // the same with a gather: the others time out with their output poisoned, rank 0 completes it

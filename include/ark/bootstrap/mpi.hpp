@@ -8,9 +8,10 @@
 // deadline: a rank that never arrives becomes ark::timeout_error, never a hang. MPI cannot cancel
 // a collective request, so the one that timed out stays posted, and a rank that arrives late
 // completes it: the gathers therefore run through buffers of the bootstrap's own, which a timed-out
-// request keeps (never the caller's, which may be gone by then). After a timeout the bootstrap
-// refuses every further call, and the MPI communicator's next collective would pair with the
-// abandoned one: abort the job, or go on only on another communicator.
+// request keeps (never the caller's, which may be gone by then). After a timeout every bootstrap
+// on that MPI communicator (copies, and ones made later, as a communicator's retry would) refuses
+// every call, since its next collective would pair with the abandoned one: abort the job, or go
+// on only on another MPI communicator. The mark is an attribute of the MPI communicator itself.
 #pragma once
 
 #include "ark/concepts/bootstrap.hpp"
@@ -64,8 +65,14 @@ public:
     wait(std::move(b), "barrier");
   }
 
-  /// Whether a call timed out: the bootstrap then refuses every call (ark::invalid_argument).
-  bool timed_out() const { return timed_out_; }
+  /// Whether a call on this MPI communicator timed out: every bootstrap on it then refuses every
+  /// call (ark::invalid_argument).
+  bool timed_out() const {
+    void* v = nullptr;
+    int found = 0;
+    check(MPI_Comm_get_attr(comm_, abandoned_key(), &v, &found), "MPI_Comm_get_attr");
+    return found != 0;
+  }
 
 private:
   /// A request and the buffers MPI reads and writes until it completes.
@@ -84,7 +91,8 @@ private:
       check(MPI_Test(&b->req, &done, MPI_STATUS_IGNORE), "MPI_Test");
       if (done) return b;
       if (std::chrono::steady_clock::now() > deadline) {
-        timed_out_ = true;
+        static int mark = 1;
+        check(MPI_Comm_set_attr(comm_, abandoned_key(), &mark), "MPI_Comm_set_attr");
         (void)b.release(); // see above: MPI owns it now
         throw timeout_error("mpi_bootstrap: rank " + std::to_string(rank_) + ": " + what +
                                 " not complete after " + std::to_string(timeout_.count()) + " ms",
@@ -93,8 +101,19 @@ private:
       if (spins > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
   }
+  /// The attribute key that marks an MPI communicator with an abandoned request (not copied by
+  /// MPI_Comm_dup: a duplicate is another communicator).
+  static int abandoned_key() {
+    static const int key = [] {
+      int k = MPI_KEYVAL_INVALID;
+      check(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, MPI_COMM_NULL_DELETE_FN, &k, nullptr),
+            "MPI_Comm_create_keyval");
+      return k;
+    }();
+    return key;
+  }
   void refuse_after_timeout(const char* what) const {
-    if (timed_out_)
+    if (timed_out())
       detail::throw_invalid("mpi_bootstrap", std::string(what) +
                                                  " after a call that timed out: its request is still "
                                                  "posted on the MPI communicator, which is unusable");
@@ -106,7 +125,6 @@ private:
   MPI_Comm comm_;
   std::chrono::milliseconds timeout_;
   int rank_ = 0, size_ = 1;
-  bool timed_out_ = false;
 };
 
 static_assert(bootstrap<mpi_bootstrap>);

@@ -166,6 +166,38 @@ TEST_CASE("copy engine only: clear errors before anything launches") {
   CHECK(bad[1] == 0);
 }
 
+TEST_CASE("copy engine: a deregistered buffer is refused, what is registered after it works") {
+  basic_world<host> w(2);
+  std::vector<std::size_t> bad(2, 0);
+  std::vector<std::string> after(2), unknown(2);
+  w.run([&](comm_t& c, int rank) {
+    std::vector<float> in(8, static_cast<float>(rank + 1)), first(16, -1.0f), second(32, -1.0f);
+    ark::call_options<host> ce;
+    ce.max_ctas = 0;
+    c.register_buffer(first.data(), first.size() * sizeof(float));
+    c.all_gather(in.data(), first.data(), 8, ce);
+    unknown[rank] = message_of<ark::invalid_argument>([&] { c.deregister_buffer(second.data()); });
+    c.deregister_buffer(first.data());
+    std::fill(first.begin(), first.end(), -1.0f);
+    after[rank] = message_of<ark::invalid_argument>([&] { c.all_gather(in.data(), first.data(), 8, ce); });
+    for (float x : first) bad[rank] += x != -1.0f; // refused before anything moved
+    // registered again: two windows in one allocation, then the first undone, the second kept
+    c.register_buffer(second.data(), 16 * sizeof(float));
+    c.register_buffer(second.data() + 16, 16 * sizeof(float));
+    c.all_gather(in.data(), second.data() + 16, 8, ce);
+    c.all_gather(in.data(), second.data(), 8, ce);
+    for (int i = 0; i < 32; ++i) bad[rank] += second[i] != static_cast<float>(i % 16 / 8 + 1);
+    c.deregister_buffer(second.data());
+    c.all_gather(in.data(), second.data() + 16, 4, ce); // the other one stays
+    for (int i = 0; i < 8; ++i) bad[rank] += second[16 + i] != static_cast<float>(i / 4 + 1);
+  });
+  for (int r = 0; r < 2; ++r) {
+    CHECK(bad[r] == 0);
+    CHECK(contains(unknown[r], "no buffer was registered"));
+    CHECK(contains(after[r], "register the recv buffer"));
+  }
+}
+
 namespace {
 template <class T>
 bool same(const T& a, const T& b) {
@@ -318,4 +350,43 @@ TEST_CASE("copy engine: a peer that never joins is a timeout error within the bo
   CHECK(took >= 200ms);
   CHECK(took < 2000ms);
   for (float x : peer_out) CHECK(x == -1.0f); // the wait failed before any copy into the peer
+}
+
+TEST_CASE("copy engine: recv buffers at different places on different ranks are an error, nothing copied") {
+  // the copies go to each peer's registered buffer at *our* offset: ranks that disagree on the
+  // window or the offset would write outside each other's outputs; their flags never match
+  using namespace std::chrono_literals;
+  enum class differ { offset, window };
+  for (const differ how : {differ::offset, differ::window})
+    for (const bool reduce : {false, true}) {
+      CAPTURE(static_cast<int>(how));
+      CAPTURE(reduce);
+      basic_world<host> w(2);
+      std::vector<std::int32_t> bufs[2][2]; // [rank][window]
+      const auto errs = w.try_run([&](comm_t& c, int rank) {
+        for (auto& b : bufs[rank]) {
+          b.assign(16, -1);
+          c.register_buffer(b.data(), b.size() * sizeof(std::int32_t));
+        }
+        const bool shifted = rank == 1;
+        std::int32_t* out = how == differ::offset ? bufs[rank][0].data() + (shifted ? 8 : 0)
+                                                  : bufs[rank][shifted ? 1 : 0].data();
+        std::vector<std::int32_t> in(8, rank + 10);
+        ark::call_options<host> o;
+        o.timeout = 200ms;
+        if (reduce) {
+          c.all_reduce<ark::algo::automatic, ark::dma::copy_engine>(in.data(), out, 8, ark::op::sum{}, o);
+        } else {
+          o.max_ctas = 0;
+          c.all_gather(in.data(), out, 4, o);
+        }
+      });
+      for (int r = 0; r < 2; ++r) {
+        CAPTURE(r);
+        REQUIRE(errs[r]);
+        CHECK_THROWS_AS(std::rethrow_exception(errs[r]), ark::timeout_error);
+        for (const auto& b : bufs[r])
+          for (const auto x : b) CHECK(x == -1);
+      }
+    }
 }

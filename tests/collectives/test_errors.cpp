@@ -116,18 +116,36 @@ TEST_CASE("errors: the longest timeout a config can hold is no timeout, never an
 }
 
 TEST_CASE("errors: ranks configured differently are refused when the communicator is built") {
-  auto group = std::make_shared<ark::in_process_group>(2);
-  std::string msgs[2];
-  auto build = [&](int rank) {
-    comm_t::config cfg = small_config();
-    cfg.ce_chunk_bytes = std::size_t(rank + 1) << 20; // cuts the copy-engine rounds differently
-    msgs[rank] =
-        message_of<ark::invalid_argument>([&] { comm_t c(ark::in_process_bootstrap(group, rank), cfg); });
+  // each setting that makes a call's choices (rank 1 sets it otherwise), refused on every rank
+  using edit = void (*)(comm_t::config&);
+  const std::pair<edit, const char*> settings[] = {
+      {[](comm_t::config& c) { c.ce_chunk_bytes = 2 << 20; }, "ce_chunk_bytes"}, // the copy-engine rounds
+      {[](comm_t::config& c) { c.tuning.ll_max_bytes = 0; }, "tuning.ll_max_bytes"},
+      {[](comm_t::config& c) { c.tuning.one_shot_max_bytes = 0; }, "tuning.one_shot_max_bytes"},
+      {[](comm_t::config& c) { c.tuning.direct_max_world = 1; }, "tuning.direct_max_world"},
+      {[](comm_t::config& c) { c.tuning.bytes_per_worker = 1; }, "tuning.bytes_per_worker"},
+      {[](comm_t::config& c) { c.tuning.ll_bytes_per_worker = 1; }, "tuning.ll_bytes_per_worker"},
+      {[](comm_t::config& c) { c.tuning.threads += 1; }, "tuning.threads"},
+      {[](comm_t::config& c) { c.early_launch = !c.early_launch; }, "early_launch"},
   };
-  std::thread other(build, 1);
-  build(0);
-  other.join();
-  for (const auto& m : msgs) CHECK(contains(m, "configured a different ce_chunk_bytes"));
+  for (const auto& [change, name] : settings) {
+    CAPTURE(name);
+    auto group = std::make_shared<ark::in_process_group>(2);
+    std::string msgs[2];
+    auto build = [&](int rank) {
+      comm_t::config cfg = small_config();
+      if (rank == 1) change(cfg);
+      msgs[rank] =
+          message_of<ark::invalid_argument>([&] { comm_t c(ark::in_process_bootstrap(group, rank), cfg); });
+    };
+    std::thread other(build, 1);
+    build(0);
+    other.join();
+    for (const auto& m : msgs) {
+      CAPTURE(m);
+      CHECK(contains(m, std::string("configured a different ") + name));
+    }
+  }
 }
 
 namespace {

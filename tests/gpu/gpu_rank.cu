@@ -3,7 +3,8 @@
 //   ark_gpu_rank RANK WORLD SOCKET
 // Joins through the Unix-socket bootstrap (IPC handles for the symmetric regions), runs
 // all-reduces over both SM backends, then an all-reduce and an all-gather on the copy engine
-// (into registered buffers), and checks them. Exit 0: correct; 1: wrong; 2: timeout.
+// (into registered buffers), then, the buffers deregistered, all-gathers into two windows
+// registered inside one allocation, and checks them. Exit 0: correct; 1: wrong; 2: timeout.
 // The test starts it with lazy module loading, as a user's process runs by default: a
 // copy-engine call's first launch of a kernel then waits for the kernels running in its context;
 // and once with all its streams on one hardware queue (CUDA_DEVICE_MAX_CONNECTIONS=1).
@@ -80,6 +81,21 @@ int main(int argc, char** argv) {
     }
     for (std::size_t i = 0; i < world * m; ++i) // block r: rank r's input
       bad += gathered_out[i] != static_cast<float>((i % m + i / m) % 11);
+    // undone, then two windows inside one allocation (the peers map it once, both share that):
+    // all-gathers of the inputs from element 1 and from element 2 into them
+    comm.deregister_buffer(ce);
+    comm.deregister_buffer(gathered);
+    float* const g[2] = {ce, ce + world * m + 4};
+    for (float* p : g) comm.register_buffer(p, world * m * sizeof(float));
+    gpu::copy(ce, poison.data(), world * m * sizeof(float));
+    gpu::copy(g[1], poison.data(), world * m * sizeof(float));
+    for (int k = 0; k < 2; ++k) comm.all_gather(src + 1 + k, g[k], m, engine_only);
+    comm.synchronize();
+    for (int k = 0; k < 2; ++k) {
+      gpu::copy(gathered_out.data(), g[k], world * m * sizeof(float));
+      for (std::size_t i = 0; i < world * m; ++i)
+        bad += gathered_out[i] != static_cast<float>((i % m + 1 + k + i / m) % 11);
+    }
     std::printf("rank %d of %d (process %d): %zu wrong\n", rank, world, static_cast<int>(::getpid()), bad);
     return bad ? 1 : 0;
   } catch (const ark::timeout_error& e) {

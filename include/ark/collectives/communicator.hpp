@@ -325,14 +325,27 @@ private:
     has_order_ = true;
 
     // Exchange where every region lives and which GPU every rank runs on, and check that every
-    // rank configured the same layout.
+    // rank configured the same layout, and what makes its calls' choices: a rank that chose
+    // another algorithm, backend or worker count than its peers would wait for them until the
+    // timeout; one that counted another block cap would refuse a call they make
     struct card {
       typename P::ipc_handle handle;
       std::uint64_t total, workers, max_depth, slot_bytes, ll_slot_bytes, ce_chunk_bytes;
+      tuning tune;
+      std::uint8_t early_launch, engine;
       gpu_placement where;
     };
-    card mine{P::export_handle(region_), team_.lay.total,         team_.lay.workers,   team_.lay.max_depth(),
-              team_.lay.slot_bytes,      team_.lay.ll_slot_bytes, cfg_.ce_chunk_bytes, {}};
+    card mine{P::export_handle(region_),
+              team_.lay.total,
+              team_.lay.workers,
+              team_.lay.max_depth(),
+              team_.lay.slot_bytes,
+              team_.lay.ll_slot_bytes,
+              cfg_.ce_chunk_bytes,
+              cfg_.tuning,
+              static_cast<std::uint8_t>(cfg_.early_launch),
+              static_cast<std::uint8_t>(cfg_.engine),
+              {}};
     if constexpr (shares_processors) mine.where = P::placement(cfg_.device);
     std::vector<card> all(world);
     boot_->all_gather(&mine, all.data(), sizeof(card));
@@ -345,6 +358,19 @@ private:
       if (c.ce_chunk_bytes != mine.ce_chunk_bytes) // it cuts the copy-engine all-reduce's rounds
         detail::throw_invalid("communicator",
                               "rank " + std::to_string(r) + " configured a different ce_chunk_bytes");
+      const tuning &a = c.tune, &b = mine.tune;
+      const char* differs = a.ll_max_bytes != b.ll_max_bytes                 ? "tuning.ll_max_bytes"
+                            : a.one_shot_max_bytes != b.one_shot_max_bytes   ? "tuning.one_shot_max_bytes"
+                            : a.direct_max_world != b.direct_max_world       ? "tuning.direct_max_world"
+                            : a.bytes_per_worker != b.bytes_per_worker       ? "tuning.bytes_per_worker"
+                            : a.ll_bytes_per_worker != b.ll_bytes_per_worker ? "tuning.ll_bytes_per_worker"
+                            : a.threads != b.threads                         ? "tuning.threads"
+                            : c.early_launch != mine.early_launch            ? "early_launch"
+                            : c.engine != mine.engine                        ? "engine"
+                                                                             : nullptr;
+      if (differs)
+        detail::throw_invalid("communicator",
+                              "rank " + std::to_string(r) + " configured a different " + differs);
       team_.base[r] =
           r == rank ? region_.ptr : static_cast<std::byte*>(P::import_handle(c.handle, cfg_.device));
     }
@@ -382,6 +408,8 @@ private:
     if (memory && engine_mem_.ptr) P::release(engine_mem_);
     for (int r = 0; r < team_.world; ++r)
       if (r != team_.rank && team_.base[r]) P::close_import(team_.base[r]);
+    for (const auto& w : windows_) close_window(*w);
+    windows_.clear();
     if (memory && owns_region_) P::release(region_);
     if (stream_) P::destroy_stream(stream_);
     for (auto s : ce_side_)
@@ -522,7 +550,9 @@ public:
 
   // -- symmetric memory ---------------------------------------------------------------------------
   /// Collective: registers `bytes` at `p` on every rank (the same size everywhere), so that peers
-  /// can address it: remote(p, peer) and window(p) then work.
+  /// can address it: remote(p, peer) and window(p) then work. Peers in other processes map it
+  /// through IPC, which maps one allocation: the bytes must lie in one. Kept until
+  /// deregister_buffer(p) or the communicator's end: the memory must outlive it.
   const window_view& register_buffer(void* p, std::size_t bytes) {
     if (!p || bytes == 0) detail::throw_invalid("register_buffer", "buffer is null or empty");
     struct card {
@@ -532,18 +562,40 @@ public:
     const card mine{P::export_handle(typename P::memory{static_cast<std::byte*>(p), bytes}), bytes};
     std::vector<card> all(world());
     boot_->all_gather(&mine, all.data(), sizeof(card));
-    window_view w;
-    w.bytes = bytes;
-    for (int r = 0; r < world(); ++r) {
+    for (int r = 0; r < world(); ++r)
       if (all[r].bytes != bytes)
         detail::throw_invalid("register_buffer", "rank " + std::to_string(r) + " registered " +
                                                      std::to_string(all[r].bytes) + " bytes, this rank " +
                                                      std::to_string(bytes));
-      w.base[r] = r == rank() ? static_cast<std::byte*>(p)
-                              : static_cast<std::byte*>(P::import_handle(all[r].handle, cfg_.device));
+    auto w = std::make_unique<window_view>();
+    w->bytes = bytes;
+    w->base[rank()] = static_cast<std::byte*>(p);
+    try {
+      for (int r = 0; r < world(); ++r)
+        if (r != rank()) w->base[r] = static_cast<std::byte*>(P::import_handle(all[r].handle, cfg_.device));
+    } catch (...) {
+      close_window(*w);
+      throw;
     }
-    windows_.push_back(std::make_unique<window_view>(w));
+    windows_.push_back(std::move(w));
     return *windows_.back();
+  }
+
+  /// Collective: undoes register_buffer(p, ...) on every rank (`p` as registered), so that the
+  /// buffer may be freed. No call that uses it may still run on any rank: synchronize the streams
+  /// you enqueued them on first. Waits for every rank (the bootstrap's bound) before it unmaps, so
+  /// that no rank frees its buffer while a peer still reaches it; views of it (register_buffer's
+  /// result, window(), remote()) are invalid afterwards.
+  void deregister_buffer(void* p) {
+    auto it = std::find_if(windows_.begin(), windows_.end(),
+                           [&](const auto& w) { return w->base[rank()] == static_cast<std::byte*>(p); });
+    if (it == windows_.end())
+      detail::throw_invalid("deregister_buffer", "no buffer was registered at this address");
+    P::synchronize(stream_); // our own calls' copies into the peers' buffers have ended
+    for (auto s : ce_side_) P::synchronize(s);
+    boot_->barrier(); // and every rank's
+    close_window(**it);
+    windows_.erase(it);
   }
 
   /// The registered window containing [p, p + bytes); throws invalid_argument if there is none.
@@ -840,18 +892,26 @@ private:
     detail::ce_flags_work<P> w_{};
   };
 
-  /// `out` (out_count elements) as every rank's registered recv buffer; throws if unregistered.
+  /// `out` (out_count elements) as every rank's registered recv buffer, and where it lies (which
+  /// window, the offset in it: detail::ce_value); throws if unregistered.
+  struct placed_window {
+    window_view v;
+    std::uint64_t place;
+  };
   template <class T>
-  window_view recv_window(const char* call, T* out, std::size_t out_count) const {
+  placed_window recv_window(const char* call, T* out, std::size_t out_count) const {
     const window_view* w = find_window(out, out_count * sizeof(T));
     if (!w)
       detail::throw_invalid(call,
                             "the copy-engine path writes straight into the peers' recv buffers: register "
                             "the recv buffer first (register_buffer)");
-    window_view v = *w;
+    placed_window p{*w, 0};
     const std::size_t shift = reinterpret_cast<const std::byte*>(out) - w->base[rank()];
-    for (int r = 0; r < world(); ++r) v.base[r] += shift;
-    return v;
+    for (int r = 0; r < world(); ++r) p.v.base[r] += shift;
+    std::uint64_t index = 0; // registrations are collective: the same order on every rank
+    while (windows_[index].get() != w) ++index;
+    p.place = index << 48 ^ shift;
+    return p;
   }
 
   /// All-gather (root < 0) or broadcast from root: our `count` elements land at element `offset`
@@ -862,7 +922,9 @@ private:
     check_usable(call);
     (void)plan<K, algo::direct, dma::copy_engine, T>(count, o);
     if (!count) return;
-    const window_view w = recv_window(call, out, out_count);
+    const placed_window pw = recv_window(call, out, out_count);
+    const window_view& w = pw.v;
+    const std::uint64_t place = pw.place;
     const call_desc d = call_desc::make(K, algo::direct::id, static_cast<std::uint8_t>(dtype_of<T>),
                                         op_id<op::sum>, dma::copy_engine::id, 0, root < 0 ? 0 : root, count);
     const int me = rank();
@@ -872,7 +934,7 @@ private:
     auto receives_from = [&](int p) { return p != me && (root < 0 || p == root); };
     const std::size_t block = count * sizeof(T);
     ce_ops ops(*this, call, o);
-    const std::uint64_t v = detail::ce_value(++ce_epoch_, d);
+    const std::uint64_t v = detail::ce_value(++ce_epoch_, d, place);
     for (int p = 0; p < world(); ++p)
       if (receives_from(p)) ops.write(l.ce_flag(team_.base[p], me, layout::ce_ready), v);
     for (int p = 0; p < world(); ++p) {
@@ -915,7 +977,9 @@ private:
     check_usable(call);
     const call_plan plan_ = plan<collective::all_reduce, algo::two_shot, dma::copy_engine, T>(count, o);
     if (!count) return;
-    const window_view w = recv_window(call, out, count);
+    const placed_window pw = recv_window(call, out, count);
+    const window_view& w = pw.v;
+    const std::uint64_t place = pw.place;
     const int W = world(), me = rank();
     const layout& l = team_.lay;
     std::byte* local = team_.base[me];
@@ -941,7 +1005,7 @@ private:
     };
     const std::uint64_t epoch = ce_epoch_;
     ce_epoch_ += rounds;
-    auto value = [&](std::size_t k) { return detail::ce_value(epoch + 1 + k, d); };
+    auto value = [&](std::size_t k) { return detail::ce_value(epoch + 1 + k, d, place); };
     for (auto s : ce_side_) P::order_after(s, main.stream(), order_);
     ce_ops push(*this, call, o, ce_side_[0]), fold(*this, call, o, ce_side_[1]),
         gather(*this, call, o, ce_side_[2]);
@@ -1004,6 +1068,12 @@ private:
     gather.flush();
     for (auto s : ce_side_) P::order_after(main.stream(), s, order_);
     after_launch(call);
+  }
+
+  /// Unmaps the peers' parts of a registered window (those mapped so far).
+  void close_window(const window_view& w) noexcept {
+    for (int r = 0; r < team_.world; ++r)
+      if (r != team_.rank && w.base[r]) P::close_import(w.base[r]);
   }
 
   const window_view* find_window(const void* p, std::size_t bytes) const {

@@ -22,13 +22,13 @@
 // epoch (one per round) and a hash of the call and are waited for by equality, so a peer making
 // a different call never satisfies a wait: it times out (recorded as the rank's error). On GPUs
 // the stream moves on: copies already enqueued behind the wait still land in the peer's
-// registered buffer, but no later flag of the rank is written, so that peer cannot take them
-// for a finished step: it times out too. What this does not cover: copies cannot be held back.
-// A call enqueued behind the failed one before the host saw the failure runs its copies too
-// (its waits give up at once), into the peers' scratch and recv buffers; a peer that finishes
-// the failed call all the same (every flag it needed had been written) can find such a copy in
-// its output. Pulling instead of pushing (every copy into the copier's own memory) would close
-// this; not done yet: it changes the protocol, and no 2-GPU machine was there to measure it.
+// registered buffer (within it: windows have one size on every rank), but no later flag of the rank is
+// written, so that peer cannot take them for a finished step: it times out too. What this does not cover:
+// copies cannot be held back. A call enqueued behind the failed one before the host saw the failure runs its
+// copies too (its waits give up at once), into the peers' scratch and recv buffers; a peer that finishes the
+// failed call all the same (every flag it needed had been written) can find such a copy in its output.
+// Pulling instead of pushing (every copy into the copier's own memory) would close this; not done yet: it
+// changes the protocol, and no 2-GPU machine was there to measure it.
 //
 //   all-gather / broadcast, on the call's stream:
 //       ready -> peers;  per receiver q: wait ready(q), copy block, sent -> q;
@@ -70,9 +70,14 @@ struct window_view {
 
 namespace detail {
 
-/// Flag values of one round: the epoch in the high half, a hash of the call in the low half.
-inline std::uint64_t ce_value(std::uint64_t epoch, const call_desc& d) {
-  const std::uint64_t h = d.count * 0x9E3779B97F4A7C15ull ^ d.meta;
+/// Flag values of one round: the epoch in the high half, a hash of the call and of where its
+/// output lies (`place`: which registered window, and where in it) in the low half. Ranks whose
+/// recv buffers lie at different places would copy into each other's buffers at the wrong place:
+/// their waits never match, and the call times out on every rank.
+inline std::uint64_t ce_value(std::uint64_t epoch, const call_desc& d, std::uint64_t place) {
+  std::uint64_t h = d.count * 0x9E3779B97F4A7C15ull ^ d.meta;
+  h ^= (place + 1) * 0xBF58476D1CE4E5B9ull;
+  h ^= h >> 29;
   return (epoch << 32) | ((h >> 32) ^ (h & 0xffffffffull));
 }
 

@@ -19,6 +19,7 @@
 #include <mutex>
 #include <random>
 #include <utility>
+#include <vector>
 #include <unistd.h>
 
 #if defined(ARK_COMPILER_CUDA)
@@ -76,8 +77,24 @@ inline std::uint64_t process_token() {
 }
 
 /// Pointers this process opened through IPC, to close them again.
-inline std::map<void*, void*>& ipc_opened() {
-  static std::map<void*, void*> m;
+/// A peer allocation opened through IPC in this process: CUDA opens a handle once per device
+/// and context, so buffers registered inside one allocation (or a region and a buffer that share
+/// one) share the mapping, which is closed when its last import is.
+struct ipc_mapping {
+  std::int64_t pid;        // the exporting process
+  std::int32_t device;     // its GPU
+  std::uint64_t peer_base; // the allocation's address there
+  int importer;            // the GPU here that opened it
+  void* base;              // the mapping here
+  int refs;
+};
+inline std::vector<ipc_mapping>& ipc_mappings() {
+  static std::vector<ipc_mapping> m;
+  return m;
+}
+/// Each import's pointer and its mapping's base (a multimap: one buffer may be imported twice).
+inline std::multimap<void*, void*>& ipc_opened() {
+  static std::multimap<void*, void*> m;
   return m;
 }
 inline std::mutex& ipc_mutex() {
@@ -106,6 +123,7 @@ struct gpu {
     std::uint64_t offset;  // from the start of the allocation
     std::int64_t pid;
     std::int32_t device;
+    std::int32_t past_end; // the memory runs past the end of its allocation: IPC maps one only
   };
   struct control_memory {
     void* host_ptr = nullptr;
@@ -262,9 +280,11 @@ struct gpu {
     h.device = m.device;
     if (detail::rt::get_device(&h.device) != detail::rt::success) h.device = m.device;
     void* base = nullptr;
-    if (detail::rt::allocation_base(&base, m.ptr) == detail::rt::success &&
+    std::size_t size = 0;
+    if (detail::rt::allocation_base(&base, &size, m.ptr) == detail::rt::success &&
         detail::rt::ipc_get_handle(&h.handle, base) == detail::rt::success) {
       h.offset = h.address - reinterpret_cast<std::uint64_t>(base);
+      h.past_end = h.offset + m.bytes > size;
     } else {
       (void)detail::rt::get_last_error(); // not IPC-capable: usable in this process only
       h.pid = -static_cast<std::int64_t>(::getpid());
@@ -289,19 +309,41 @@ struct gpu {
       return reinterpret_cast<void*>(h.address);
     }
     if (h.pid < 0) throw platform_error(std::string(name) + ": memory of another process is not IPC-capable");
-    void* base = nullptr;
-    detail::rt::check(detail::rt::ipc_open(&base, h.handle), "open IPC handle of a peer");
-    void* p = static_cast<std::byte*>(base) + h.offset;
+    if (h.past_end)
+      throw platform_error(std::string(name) +
+                           ": memory of another process runs past the end of its "
+                           "allocation (IPC maps one allocation): register memory of one");
+    const std::uint64_t peer_base = h.address - h.offset;
     std::lock_guard<std::mutex> lock(detail::ipc_mutex());
-    detail::ipc_opened()[p] = base;
+    auto& maps = detail::ipc_mappings();
+    auto m = std::find_if(maps.begin(), maps.end(), [&](const detail::ipc_mapping& x) {
+      return x.pid == h.pid && x.device == h.device && x.peer_base == peer_base && x.importer == device;
+    });
+    if (m == maps.end()) {
+      void* base = nullptr;
+      detail::rt::check(detail::rt::ipc_open(&base, h.handle), "open IPC handle of a peer");
+      maps.push_back({h.pid, h.device, peer_base, device, base, 0});
+      m = maps.end() - 1;
+    }
+    ++m->refs;
+    void* p = static_cast<std::byte*>(m->base) + h.offset;
+    detail::ipc_opened().emplace(p, m->base);
     return p;
   }
+  /// Undoes one import_handle (of memory in another process; others were never opened).
   static void close_import(void* p) {
     std::lock_guard<std::mutex> lock(detail::ipc_mutex());
     auto it = detail::ipc_opened().find(p);
     if (it == detail::ipc_opened().end()) return;
-    (void)detail::rt::ipc_close(it->second);
+    void* base = it->second;
     detail::ipc_opened().erase(it);
+    auto& maps = detail::ipc_mappings();
+    auto m =
+        std::find_if(maps.begin(), maps.end(), [&](const detail::ipc_mapping& x) { return x.base == base; });
+    if (m != maps.end() && --m->refs == 0) {
+      (void)detail::rt::ipc_close(base);
+      maps.erase(m);
+    }
   }
 
   static control_memory allocate_control(std::size_t bytes) {

@@ -177,9 +177,9 @@ inline int driver_version() {
   int v = 0;
   return cudaDriverGetVersion(&v) == cudaSuccess ? v : 0;
 }
-/// The start of the allocation containing p (through the driver entry point, so that programs
+/// The start and size of the allocation containing p (through the driver entry point, so that programs
 /// need no link against libcuda and still start on machines without a driver).
-inline error_t allocation_base(void** base, void* p) {
+inline error_t allocation_base(void** base, std::size_t* size, void* p) {
   void* fn = nullptr;
   cudaDriverEntryPointQueryResult status{};
   const error_t e =
@@ -187,9 +187,8 @@ inline error_t allocation_base(void** base, void* p) {
   if (e != cudaSuccess || !fn || status != cudaDriverEntryPointSuccess)
     return e != cudaSuccess ? e : cudaErrorNotSupported;
   CUdeviceptr b = 0;
-  std::size_t size = 0;
   const CUresult r =
-      reinterpret_cast<PFN_cuMemGetAddressRange_v3020>(fn)(&b, &size, reinterpret_cast<CUdeviceptr>(p));
+      reinterpret_cast<PFN_cuMemGetAddressRange_v3020>(fn)(&b, size, reinterpret_cast<CUdeviceptr>(p));
   *base = reinterpret_cast<void*>(b);
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
@@ -263,9 +262,8 @@ inline error_t ipc_open(void** p, ipc_mem_handle_t h) {
   return hipIpcOpenMemHandle(p, h, hipIpcMemLazyEnablePeerAccess);
 }
 inline error_t ipc_close(void* p) { return hipIpcCloseMemHandle(p); }
-inline error_t allocation_base(void** base, void* p) {
-  std::size_t size = 0;
-  return hipMemGetAddressRange(base, &size, p);
+inline error_t allocation_base(void** base, std::size_t* size, void* p) {
+  return hipMemGetAddressRange(base, size, p);
 }
 using graph_t = hipGraph_t;
 using graph_exec_t = hipGraphExec_t;

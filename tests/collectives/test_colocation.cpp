@@ -169,7 +169,7 @@ TEST_CASE("copy engine only: clear errors before anything launches") {
 TEST_CASE("copy engine: a deregistered buffer is refused, what is registered after it works") {
   basic_world<host> w(2);
   std::vector<std::size_t> bad(2, 0);
-  std::vector<std::string> after(2), unknown(2);
+  std::vector<std::string> after(2), unknown(2), mismatch(2);
   w.run([&](comm_t& c, int rank) {
     std::vector<float> in(8, static_cast<float>(rank + 1)), first(16, -1.0f), second(32, -1.0f);
     ark::call_options<host> ce;
@@ -187,6 +187,14 @@ TEST_CASE("copy engine: a deregistered buffer is refused, what is registered aft
     c.all_gather(in.data(), second.data() + 16, 8, ce);
     c.all_gather(in.data(), second.data(), 8, ce);
     for (int i = 0; i < 32; ++i) bad[rank] += second[i] != static_cast<float>(i % 16 / 8 + 1);
+    // each rank undoes another one: refused on both, both kept
+    mismatch[rank] = message_of<ark::invalid_argument>(
+        [&] { c.deregister_buffer(rank == 0 ? second.data() : second.data() + 16); });
+    c.all_gather(in.data(), second.data(), 2, ce);
+    c.all_gather(in.data(), second.data() + 16, 2, ce);
+    for (int i = 0; i < 4; ++i)
+      bad[rank] +=
+          second[i] != static_cast<float>(i / 2 + 1) || second[16 + i] != static_cast<float>(i / 2 + 1);
     c.deregister_buffer(second.data());
     c.all_gather(in.data(), second.data() + 16, 4, ce); // the other one stays
     for (int i = 0; i < 8; ++i) bad[rank] += second[16 + i] != static_cast<float>(i / 4 + 1);
@@ -195,6 +203,7 @@ TEST_CASE("copy engine: a deregistered buffer is refused, what is registered aft
     CHECK(bad[r] == 0);
     CHECK(contains(unknown[r], "no buffer was registered"));
     CHECK(contains(after[r], "register the recv buffer"));
+    CHECK(contains(mismatch[r], "nothing was undone"));
   }
 }
 

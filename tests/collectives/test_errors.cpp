@@ -94,6 +94,9 @@ TEST_CASE("errors: a configuration that cannot work is refused when the communic
                  "ce_chunk_bytes must be positive"));
   CHECK(contains(message_of<ark::invalid_argument>(build([](comm_t::config& c) { c.tuning.threads = 0; })),
                  "tuning.threads"));
+  CHECK(contains(
+      message_of<ark::invalid_argument>(build([](comm_t::config& c) { c.tuning.ll_bytes_per_worker = 0; })),
+      "tuning.ll_bytes_per_worker must be positive"));
   CHECK(contains(message_of<ark::invalid_argument>(
                      build([](comm_t::config& c) { c.timeout = std::chrono::milliseconds(0); })),
                  "timeout must be positive"));
@@ -127,6 +130,7 @@ TEST_CASE("errors: ranks configured differently are refused when the communicato
       {[](comm_t::config& c) { c.tuning.ll_bytes_per_worker = 1; }, "tuning.ll_bytes_per_worker"},
       {[](comm_t::config& c) { c.tuning.threads += 1; }, "tuning.threads"},
       {[](comm_t::config& c) { c.early_launch = !c.early_launch; }, "early_launch"},
+      {[](comm_t::config& c) { c.engine = ark::engine_path::device_graphs; }, "engine"},
   };
   for (const auto& [change, name] : settings) {
     CAPTURE(name);

@@ -4,8 +4,9 @@
 // Joins through the Unix-socket bootstrap (IPC handles for the symmetric regions), runs
 // all-reduces over both SM backends, then an all-reduce and an all-gather on the copy engine
 // (into registered buffers), then, the buffers deregistered, all-gathers into two windows
-// registered inside one allocation, and checks them. Exit 0: correct; 1: wrong; 2: timeout.
-// The test starts it with lazy module loading, as a user's process runs by default: a
+// registered inside one allocation, and checks them, and that the process holds one IPC mapping
+// per peer allocation (the two windows share one), none once the communicator is gone. Exit 0: correct; 1:
+// wrong; 2: timeout. The test starts it with lazy module loading, as a user's process runs by default: a
 // copy-engine call's first launch of a kernel then waits for the kernels running in its context;
 // and once with all its streams on one hardware queue (CUDA_DEVICE_MAX_CONNECTIONS=1).
 #include "ark/ark.hpp"
@@ -34,7 +35,9 @@ int main(int argc, char** argv) {
       if (std::uncaught_exceptions() == 0) gpu::release(mem);
     }
   };
-  try {
+  // the IPC mappings this process holds: one per peer and allocation mapped
+  auto mappings = [] { return ark::detail::ipc_mappings().size(); };
+  auto body = [&]() -> std::size_t {
     const std::size_t n = (1 << 20) + 5, m = 4099;
     const device_buffer ce_mem{gpu::allocate(n * sizeof(float), device)},
         gathered_mem{gpu::allocate(world * m * sizeof(float), device)};
@@ -83,10 +86,14 @@ int main(int argc, char** argv) {
       bad += gathered_out[i] != static_cast<float>((i % m + i / m) % 11);
     // undone, then two windows inside one allocation (the peers map it once, both share that):
     // all-gathers of the inputs from element 1 and from element 2 into them
+    const std::size_t peers = static_cast<std::size_t>(world - 1);
+    bad += mappings() != 3 * peers; // the region, ce and gathered of each peer
     comm.deregister_buffer(ce);
     comm.deregister_buffer(gathered);
+    bad += mappings() != peers;
     float* const g[2] = {ce, ce + world * m + 4};
     for (float* p : g) comm.register_buffer(p, world * m * sizeof(float));
+    bad += mappings() != 2 * peers;
     gpu::copy(ce, poison.data(), world * m * sizeof(float));
     gpu::copy(g[1], poison.data(), world * m * sizeof(float));
     for (int k = 0; k < 2; ++k) comm.all_gather(src + 1 + k, g[k], m, engine_only);
@@ -96,6 +103,11 @@ int main(int argc, char** argv) {
       for (std::size_t i = 0; i < world * m; ++i)
         bad += gathered_out[i] != static_cast<float>((i % m + 1 + k + i / m) % 11);
     }
+    return bad;
+  };
+  try {
+    std::size_t bad = body();
+    bad += mappings() != 0; // the communicator's end closed them all
     std::printf("rank %d of %d (process %d): %zu wrong\n", rank, world, static_cast<int>(::getpid()), bad);
     return bad ? 1 : 0;
   } catch (const ark::timeout_error& e) {

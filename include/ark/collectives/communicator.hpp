@@ -22,6 +22,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <limits>
 #include <memory>
 #include <string>
@@ -254,8 +255,10 @@ public:
     team_.timeout_ns = device_span(cfg_.timeout);
     if (cfg_.timeout.count() <= 0) detail::throw_invalid("communicator", "timeout must be positive");
     if (cfg_.ce_chunk_bytes == 0) detail::throw_invalid("communicator", "ce_chunk_bytes must be positive");
-    if (cfg_.tuning.threads == 0 || cfg_.tuning.bytes_per_worker == 0)
-      detail::throw_invalid("communicator", "tuning.threads and tuning.bytes_per_worker must be positive");
+    if (cfg_.tuning.threads == 0 || cfg_.tuning.bytes_per_worker == 0 || cfg_.tuning.ll_bytes_per_worker == 0)
+      detail::throw_invalid(
+          "communicator",
+          "tuning.threads, tuning.bytes_per_worker and tuning.ll_bytes_per_worker must be positive");
     if constexpr (requires { P::max_worker_threads; })
       if (cfg_.tuning.threads > P::max_worker_threads)
         detail::throw_invalid("communicator", "tuning.threads is " + std::to_string(cfg_.tuning.threads) +
@@ -567,16 +570,38 @@ public:
         detail::throw_invalid("register_buffer", "rank " + std::to_string(r) + " registered " +
                                                      std::to_string(all[r].bytes) + " bytes, this rank " +
                                                      std::to_string(bytes));
-    auto w = std::make_unique<window_view>();
+    auto w = std::make_unique<registration>();
     w->bytes = bytes;
     w->base[rank()] = static_cast<std::byte*>(p);
+    w->serial = registrations_;
+    std::exception_ptr failed;
     try {
       for (int r = 0; r < world(); ++r)
         if (r != rank()) w->base[r] = static_cast<std::byte*>(P::import_handle(all[r].handle, cfg_.device));
     } catch (...) {
+      failed = std::current_exception();
+    }
+    // every rank registers the window, or none does: the ranks' windows stay the same
+    const std::uint8_t ok = !failed;
+    std::vector<std::uint8_t> oks(world());
+    try {
+      boot_->all_gather(&ok, oks.data(), 1);
+    } catch (...) {
       close_window(*w);
       throw;
     }
+    if (failed) {
+      close_window(*w);
+      std::rethrow_exception(failed);
+    }
+    for (int r = 0; r < world(); ++r)
+      if (!oks[r]) {
+        close_window(*w);
+        throw platform_error(
+            "register_buffer: rank " + std::to_string(r) +
+            " could not map its peers' buffers (its error says why); nothing was registered");
+      }
+    ++registrations_;
     windows_.push_back(std::move(w));
     return *windows_.back();
   }
@@ -589,11 +614,20 @@ public:
   void deregister_buffer(void* p) {
     auto it = std::find_if(windows_.begin(), windows_.end(),
                            [&](const auto& w) { return w->base[rank()] == static_cast<std::byte*>(p); });
-    if (it == windows_.end())
-      detail::throw_invalid("deregister_buffer", "no buffer was registered at this address");
+    const std::uint64_t none = ~std::uint64_t{0}, mine = it == windows_.end() ? none : (*it)->serial;
     P::synchronize(stream_); // our own calls' copies into the peers' buffers have ended
     for (auto s : ce_side_) P::synchronize(s);
-    boot_->barrier(); // and every rank's
+    std::vector<std::uint64_t> all(world()); // every rank's too, and which window each undoes
+    boot_->all_gather(&mine, all.data(), sizeof mine);
+    if (mine == none) detail::throw_invalid("deregister_buffer", "no buffer was registered at this address");
+    for (int r = 0; r < world(); ++r)
+      if (all[r] != mine)
+        detail::throw_invalid("deregister_buffer",
+                              "rank " + std::to_string(r) +
+                                  (all[r] == none ? " names no registered buffer"
+                                                  : " deregisters registration " + std::to_string(all[r])) +
+                                  ", this rank registration " + std::to_string(mine) +
+                                  ": nothing was undone");
     close_window(**it);
     windows_.erase(it);
   }
@@ -893,7 +927,7 @@ private:
   };
 
   /// `out` (out_count elements) as every rank's registered recv buffer, and where it lies (which
-  /// window, the offset in it: detail::ce_value); throws if unregistered.
+  /// registration, the offset in it: detail::ce_value); throws if unregistered.
   struct placed_window {
     window_view v;
     std::uint64_t place;
@@ -908,9 +942,7 @@ private:
     placed_window p{*w, 0};
     const std::size_t shift = reinterpret_cast<const std::byte*>(out) - w->base[rank()];
     for (int r = 0; r < world(); ++r) p.v.base[r] += shift;
-    std::uint64_t index = 0; // registrations are collective: the same order on every rank
-    while (windows_[index].get() != w) ++index;
-    p.place = index << 48 ^ shift;
+    p.place = static_cast<const registration*>(w)->serial << 48 ^ shift;
     return p;
   }
 
@@ -1080,7 +1112,7 @@ private:
     const auto* b = static_cast<const std::byte*>(p);
     for (const auto& w : windows_)
       if (b >= w->base[rank()] && b + bytes <= w->base[rank()] + w->bytes) return w.get();
-    return nullptr;
+    return nullptr; // (a registration: recv_window reads its serial)
   }
 
   template <class B>
@@ -1254,7 +1286,13 @@ private:
   bool owns_region_ = true;
   typename P::control_memory control_{};
   typename P::stream stream_{};
-  std::vector<std::unique_ptr<window_view>> windows_;
+  /// A registered buffer, and which registration it was (the same on every rank: registrations
+  /// are collective, and one fails on every rank or none).
+  struct registration : window_view {
+    std::uint64_t serial = 0;
+  };
+  std::vector<std::unique_ptr<registration>> windows_;
+  std::uint64_t registrations_ = 0;
   std::atomic<bool> aborted_{false}; // abort() may come from any thread
   std::uint64_t ce_epoch_ = 0;       ///< copy-engine rounds made (GPU path)
   /// The copy-engine all-reduce's streams (push to the peers, reduce, gather to the peers), made

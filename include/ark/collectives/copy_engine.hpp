@@ -75,9 +75,12 @@ namespace detail {
 /// recv buffers lie at different places would copy into each other's buffers at the wrong place:
 /// their waits never match, and the call times out on every rank.
 inline std::uint64_t ce_value(std::uint64_t epoch, const call_desc& d, std::uint64_t place) {
-  std::uint64_t h = d.count * 0x9E3779B97F4A7C15ull ^ d.meta;
-  h ^= (place + 1) * 0xBF58476D1CE4E5B9ull;
-  h ^= h >> 29;
+  auto mix = [](std::uint64_t x) { // splitmix64's finalizer: a bijection, and not linear
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+  };
+  const std::uint64_t h = mix(mix(d.count * 0x9E3779B97F4A7C15ull ^ d.meta) ^ mix(place + 1));
   return (epoch << 32) | ((h >> 32) ^ (h & 0xffffffffull));
 }
 

@@ -76,13 +76,11 @@ inline std::uint64_t process_token() {
   return token;
 }
 
-/// Pointers this process opened through IPC, to close them again.
 /// A peer allocation opened through IPC in this process: CUDA opens a handle once per device
 /// and context, so buffers registered inside one allocation (or a region and a buffer that share
 /// one) share the mapping, which is closed when its last import is.
 struct ipc_mapping {
-  std::int64_t pid;        // the exporting process
-  std::int32_t device;     // its GPU
+  std::uint64_t process;   // the exporting process (its process_token())
   std::uint64_t peer_base; // the allocation's address there
   int importer;            // the GPU here that opened it
   void* base;              // the mapping here
@@ -121,9 +119,10 @@ struct gpu {
     detail::rt::ipc_mem_handle_t handle;
     std::uint64_t address; // valid in the exporting process
     std::uint64_t offset;  // from the start of the allocation
-    std::int64_t pid;
-    std::int32_t device;
-    std::int32_t past_end; // the memory runs past the end of its allocation: IPC maps one only
+    std::uint64_t process; // the exporter's detail::process_token()
+    std::int32_t device;   // the GPU the memory is on
+    std::uint8_t ipc;      // IPC-capable (else usable inside the exporting process only)
+    std::uint8_t past_end; // the memory runs past the end of its allocation: IPC maps one only
   };
   struct control_memory {
     void* host_ptr = nullptr;
@@ -276,18 +275,20 @@ struct gpu {
   static ipc_handle export_handle(const memory& m) {
     ipc_handle h{};
     h.address = reinterpret_cast<std::uint64_t>(m.ptr);
-    h.pid = static_cast<std::int64_t>(::getpid());
-    h.device = m.device;
-    if (detail::rt::get_device(&h.device) != detail::rt::success) h.device = m.device;
+    h.process = detail::process_token();
+    if (detail::rt::pointer_device(&h.device, m.ptr) != detail::rt::success) {
+      (void)detail::rt::get_last_error();
+      if (detail::rt::get_device(&h.device) != detail::rt::success) h.device = m.device;
+    }
     void* base = nullptr;
     std::size_t size = 0;
     if (detail::rt::allocation_base(&base, &size, m.ptr) == detail::rt::success &&
         detail::rt::ipc_get_handle(&h.handle, base) == detail::rt::success) {
+      h.ipc = 1;
       h.offset = h.address - reinterpret_cast<std::uint64_t>(base);
       h.past_end = h.offset + m.bytes > size;
     } else {
       (void)detail::rt::get_last_error(); // not IPC-capable: usable in this process only
-      h.pid = -static_cast<std::int64_t>(::getpid());
     }
     return h;
   }
@@ -295,8 +296,7 @@ struct gpu {
   /// Maps a peer's memory: directly, with peer access, inside one process; through IPC otherwise.
   static void* import_handle(const ipc_handle& h, int device) {
     detail::rt::check(detail::rt::set_device(device), "set device");
-    const std::int64_t self = static_cast<std::int64_t>(::getpid());
-    if (h.pid == self || h.pid == -self) {
+    if (h.process == detail::process_token()) {
       if (h.device != device) {
         int ok = 0;
         detail::rt::check(detail::rt::can_access_peer(&ok, device, h.device), "query peer access");
@@ -308,7 +308,7 @@ struct gpu {
       }
       return reinterpret_cast<void*>(h.address);
     }
-    if (h.pid < 0) throw platform_error(std::string(name) + ": memory of another process is not IPC-capable");
+    if (!h.ipc) throw platform_error(std::string(name) + ": memory of another process is not IPC-capable");
     if (h.past_end)
       throw platform_error(std::string(name) +
                            ": memory of another process runs past the end of its "
@@ -317,12 +317,12 @@ struct gpu {
     std::lock_guard<std::mutex> lock(detail::ipc_mutex());
     auto& maps = detail::ipc_mappings();
     auto m = std::find_if(maps.begin(), maps.end(), [&](const detail::ipc_mapping& x) {
-      return x.pid == h.pid && x.device == h.device && x.peer_base == peer_base && x.importer == device;
+      return x.process == h.process && x.peer_base == peer_base && x.importer == device;
     });
     if (m == maps.end()) {
       void* base = nullptr;
       detail::rt::check(detail::rt::ipc_open(&base, h.handle), "open IPC handle of a peer");
-      maps.push_back({h.pid, h.device, peer_base, device, base, 0});
+      maps.push_back({h.process, peer_base, device, base, 0});
       m = maps.end() - 1;
     }
     ++m->refs;

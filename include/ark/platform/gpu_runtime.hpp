@@ -32,6 +32,13 @@ inline error_t get_last_error() { return cudaGetLastError(); }
 inline error_t get_device_count(int* n) { return cudaGetDeviceCount(n); }
 inline error_t set_device(int d) { return cudaSetDevice(d); }
 inline error_t get_device(int* d) { return cudaGetDevice(d); }
+/// The GPU whose memory `p` is (device memory only).
+inline error_t pointer_device(int* d, const void* p) {
+  cudaPointerAttributes a{};
+  const error_t e = cudaPointerGetAttributes(&a, p);
+  if (e == cudaSuccess) *d = a.device;
+  return e == cudaSuccess && a.type == cudaMemoryTypeDevice ? cudaSuccess : cudaErrorInvalidValue;
+}
 inline error_t malloc(void** p, std::size_t n) { return cudaMalloc(p, n); }
 inline error_t free(void* p) { return cudaFree(p); }
 inline error_t memset(void* p, int v, std::size_t n) { return cudaMemset(p, v, n); }
@@ -203,6 +210,12 @@ inline error_t get_last_error() { return hipGetLastError(); }
 inline error_t get_device_count(int* n) { return hipGetDeviceCount(n); }
 inline error_t set_device(int d) { return hipSetDevice(d); }
 inline error_t get_device(int* d) { return hipGetDevice(d); }
+inline error_t pointer_device(int* d, const void* p) {
+  hipPointerAttribute_t a{};
+  const error_t e = hipPointerGetAttributes(&a, p);
+  if (e == hipSuccess) *d = a.device;
+  return e;
+}
 inline error_t malloc(void** p, std::size_t n) { return hipMalloc(p, n); }
 inline error_t free(void* p) { return hipFree(p); }
 inline error_t memset(void* p, int v, std::size_t n) { return hipMemset(p, v, n); }

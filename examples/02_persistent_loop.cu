@@ -61,8 +61,10 @@ struct persistent {
         comm.launch(loop, blocks);
       } else {
 #if defined(ARK_GPU_COMPILER)
+        // on the communicator's stream: the kernel is one call of it, run after its other calls
         persistent_kernel<P><<<blocks, 512, 0, comm.stream()>>>(loop);
-        comm.synchronize();
+        P::check_launch("launch the persistent kernel");
+        comm.synchronize(); // throws what a failed call recorded
 #endif
       }
       const float want = static_cast<float>(world * (world - 1) / 2 + world * (steps - 1));

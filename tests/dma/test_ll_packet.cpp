@@ -75,6 +75,22 @@ TEST_CASE("ll_packet: tx and rx on a channel computed beforehand are tx and rx b
   });
 }
 
+// A packet's first half carries 32 bits of the step's flag: one left in a slot 2^32 steps before
+// has the same. Its second half must differ, whatever the tag.
+TEST_CASE("ll_packet: a packet 2^32 steps old does not pass for the step's") {
+  namespace d = ark::dma::detail;
+  std::mt19937_64 rng(5);
+  for (int k = 0; k < 1000; ++k) {
+    const std::uint64_t step = k < 4 ? (std::uint64_t{1} << 32) * k - 1 : rng() >> (rng() % 40);
+    const auto tag = static_cast<std::uint32_t>(rng());
+    for (std::uint64_t wraps : {1u, 2u, 3u, 255u}) {
+      const std::uint64_t later = step + (wraps << 32);
+      REQUIRE(d::ll_flag(later) == d::ll_flag(step));
+      REQUIRE(d::ll_tagged(later, tag) != d::ll_tagged(step, tag));
+    }
+  }
+}
+
 TEST_CASE("ll_packet: every op, and every other collective") {
   run_matrix<ark::collective::all_reduce, float>(type_list<ark::algo::one_shot, ark::algo::ring>{},
                                                  type_list<ark::dma::ll_packet<2>>{}, all_ops{});

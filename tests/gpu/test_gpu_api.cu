@@ -1,4 +1,5 @@
-// The GPU paths beyond single calls: 1000 back-to-back calls enqueued without a sync, CUDA-graph
+// The GPU paths beyond single calls: 1000 back-to-back calls enqueued without a sync, calls on
+// several streams, CUDA-graph
 // capture and replay, the device-side API inside a persistent kernel, a peer that never joins,
 // a mismatched call, large messages, and one process per rank.
 #include "../../examples/custom_collectives.hpp"
@@ -103,6 +104,54 @@ TEST_CASE("gpu: 1000 calls of random size, algorithm and backend, enqueued back 
     d.upload(host);
     for (int k = 0; k < calls; ++k)
       callees[which[k]].fn(c, d.get() + offset[k], d.get() + offset[k], count[k], 0);
+    c.synchronize();
+    const auto out = d.download();
+    for (int k = 0; k < calls; ++k)
+      for (std::size_t i = 0; i < count[k]; ++i) {
+        i32 want = 0;
+        for (int r = 0; r < world; ++r) want += input<i32, ark::op::sum>(k, r, i);
+        bad[rank] += out[offset[k] + i] != want;
+      }
+  });
+  for (int r = 0; r < world; ++r) CHECK(bad[r] == 0);
+}
+
+TEST_CASE("gpu: calls on several streams, enqueued back to back, run one after the other") {
+  // The communicator's stream, two of ours, and one made for a single call and destroyed right
+  // after it (the next call must still wait for that one): calls that ran side by side would
+  // share the workers' steps and scratch, and mix their data.
+  ARK_REQUIRE_GPUS(1);
+  const int world = gpu_ranks();
+  basic_world<gpu> w(world, gpu_small_config());
+  std::vector<std::size_t> bad(world, 0);
+  w.run([&](gpu_comm& c, int rank) {
+    std::mt19937_64 rng(11); // the same sequence on every rank
+    const int calls = 400;
+    std::vector<std::size_t> count(calls), offset(calls + 1, 0);
+    for (int k = 0; k < calls; ++k) {
+      count[k] = rng() % 40000; // LL one-shot, and one-shot over thread copies above 64 KB
+      offset[k + 1] = offset[k] + (count[k] + 3) / 4 * 4;
+    }
+    std::vector<i32> host(offset[calls]);
+    for (int k = 0; k < calls; ++k)
+      for (std::size_t i = 0; i < count[k]; ++i) host[offset[k] + i] = input<i32, ark::op::sum>(k, rank, i);
+    dbuf<i32> d(host.size(), rank);
+    d.upload(host);
+    const int device = c.configuration().device;
+    const gpu::stream ours[2] = {gpu::create_stream(device), gpu::create_stream(device)};
+    for (int k = 0; k < calls; ++k) {
+      ark::call_options<gpu> o;
+      const int which = k % 4;
+      gpu::stream once{};
+      if (which == 3) once = gpu::create_stream(device);
+      o.stream = which == 0 ? gpu::stream{} : which == 3 ? once : ours[which - 1];
+      c.all_reduce(d.get() + offset[k], d.get() + offset[k], count[k], ark::op::sum{}, o);
+      if (once) gpu::destroy_stream(once); // its work still runs: CUDA releases it after
+    }
+    for (auto s : ours) {
+      gpu::synchronize(s);
+      gpu::destroy_stream(s);
+    }
     c.synchronize();
     const auto out = d.download();
     for (int k = 0; k < calls; ++k)

@@ -546,8 +546,10 @@ public:
     check_block_cap("launch", workers);
     check_options("launch", o);
     check_backend<B>("launch");
-    enqueue<B>(stream_of(o), launch_shape{workers, cfg_.tuning.threads},
+    const stream_turn turn = join_previous(o);
+    enqueue<B>(turn.s, launch_shape{workers, cfg_.tuning.threads},
                detail::custom_work<P, B, F>{with_timeout(o), f});
+    mark_call(turn);
     after_launch("launch");
   }
 
@@ -801,6 +803,7 @@ private:
     const call_plan cp = plan<K, A, B, T>(count, o);
     const launch_shape shape{cp.ctas, cfg_.tuning.threads};
     const device_comm<P> handle = with_timeout(o);
+    const stream_turn turn = join_previous(o);
     // resolve an automatic choice here: each launch then runs the one algorithm it needs
     ark::with_choice<K, A, B>(select(K, bytes, world(), cfg_.tuning), [&](auto a, auto b) {
       using A1 = decltype(a);
@@ -815,15 +818,16 @@ private:
                     std::is_same_v<A1, algo::one_shot> && B1::ll) {
         if (cp.one_step) {
           enqueue<B1>(
-              stream_of(o), shape,
+              turn.s, shape,
               detail::collective_work<P, K, algo::one_step, B1, T, Op>{handle, in, out, count, root, op});
           return true;
         }
       }
-      enqueue<B1>(stream_of(o), shape,
+      enqueue<B1>(turn.s, shape,
                   detail::collective_work<P, K, A1, B1, T, Op>{handle, in, out, count, root, op});
       return true;
     });
+    mark_call(turn);
     after_launch(call);
   }
 
@@ -965,6 +969,7 @@ private:
     auto sends_to = [&](int p) { return p != me && (root < 0 || me == root); };
     auto receives_from = [&](int p) { return p != me && (root < 0 || p == root); };
     const std::size_t block = count * sizeof(T);
+    const stream_turn turn = join_previous(o);
     ce_ops ops(*this, call, o);
     const std::uint64_t v = detail::ce_value(++ce_epoch_, d, place);
     for (int p = 0; p < world(); ++p)
@@ -979,6 +984,7 @@ private:
     for (int p = 0; p < world(); ++p)
       if (receives_from(p)) ops.wait(l.ce_flag(local, p, layout::ce_sent), v, p);
     ops.flush();
+    mark_call(turn);
     after_launch(call);
   }
 
@@ -1018,6 +1024,7 @@ private:
     const call_desc d =
         call_desc::make(collective::all_reduce, algo::two_shot::id, static_cast<std::uint8_t>(dtype_of<T>),
                         op_id<Op>, dma::copy_engine::id, 0, 0, count);
+    const stream_turn turn = join_previous(o);
     ce_ops main(*this, call, o);
     main.preload(detail::ce_reduce_work<T, Op>{in, out, {}, W, me, 0, op});
     const launch_shape shape{plan_.ctas, plan_.threads};
@@ -1025,6 +1032,7 @@ private:
       if (in != out) main.copy(out, in, count * sizeof(T));
       if constexpr (finalizing_op<Op, T>)
         main.launch(shape, detail::ce_reduce_work<T, Op>{in, out, {}, 1, 0, count, op});
+      mark_call(turn);
       return after_launch(call);
     }
     const std::size_t round_elems = ce_round_elems<T>(); // > 0: plan checked it
@@ -1099,6 +1107,7 @@ private:
     fold.flush();
     gather.flush();
     for (auto s : ce_side_) P::order_after(main.stream(), s, order_);
+    mark_call(turn);
     after_launch(call);
   }
 
@@ -1166,6 +1175,35 @@ private:
       return ns;
   }
   typename P::stream stream_of(const call_options<P>& o) const { return o.stream ? o.stream : stream_; }
+
+  /// Calls of one communicator run one after the other, as NCCL's do: they share its workers'
+  /// steps and its scratch, so two calls running at once on two streams would mix their data. A
+  /// call on another stream than the previous call's waits for that call (an event: no host
+  /// wait). The event is recorded after a call on a stream of yours at once (the stream may be
+  /// gone by the next call), after one on the communicator's own stream only once a later call
+  /// comes on another. Streams being captured are left alone: a graph's launches are ordered by
+  /// the stream they are launched on.
+  struct stream_turn {
+    typename P::stream s;
+    bool captured;
+  };
+  stream_turn join_previous(const call_options<P>& o) {
+    stream_turn t{stream_of(o), false};
+    if constexpr (!P::synchronous_launch) {
+      t.captured = P::capturing(t.s);
+      if (!t.captured && prev_.recorded && t.s != prev_.s) {
+        if (prev_.s == stream_) P::record(order_, stream_);
+        P::wait_for(t.s, order_);
+      }
+    }
+    return t;
+  }
+  void mark_call(const stream_turn& t) {
+    if constexpr (!P::synchronous_launch) {
+      prev_ = {t.s, !t.captured};
+      if (prev_.recorded && t.s != stream_) P::record(order_, t.s);
+    }
+  }
 
   control_block* control_host() const { return static_cast<control_block*>(control_.host_ptr); }
 
@@ -1299,6 +1337,10 @@ private:
   /// with the communicator; each call orders them after the call's stream and that after them.
   typename P::stream ce_side_[3]{};
   typename P::event order_{}; // orders the copy-engine streams (made with them: none per call)
+  struct {
+    typename P::stream s{};
+    bool recorded = false; // order_ holds the call's end, or will (its stream is ours)
+  } prev_;                 ///< the previous call's stream (join_previous)
   bool has_order_ = false;
   using engine_type = typename detail::engine_service<P>::type;
   [[no_unique_address]] engine_type engine_;

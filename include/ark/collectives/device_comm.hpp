@@ -10,12 +10,19 @@
 //     n);
 //   }
 //
-// Rules: every rank calls the same collectives in the same order with the same worker count;
+// Rules: every rank calls the same collectives in the same order with the same worker count
+// and block size (algo::one_step decides from the block size whether a share fits its one step);
 // each worker handles its own share of the data (join your blocks with a grid barrier before
 // reading other blocks' results); workers must not exceed the communicator's `team.workers`.
 // A call's threads read `in` as soon as they enter it, with their own mapping of elements to
 // threads: sync the scope (block.sync()) between your writes to `in` and the call. Outputs are
-// visible to the whole scope when the call returns.
+// visible to the whole scope when the call returns. A call returns false when it failed (a
+// timeout, a mismatch, an abort; the communicator's error record says which): that worker's
+// later calls then fail at once and store nothing; other workers learn of it only through their
+// own waits, so let one failed block tell the others (a flag of yours) if they must stop. The
+// kernel is one call of the communicator as far as the others are concerned: it must not run
+// beside another of its calls (the communicator orders the calls it enqueues itself, on any
+// stream, one after the other; order your kernel with them on its stream, as a call).
 // The host communicator launches exactly this code, so both paths run one implementation.
 #pragma once
 

@@ -28,6 +28,11 @@ namespace detail {
 /// Packets of the call description at the start of every slot; data packet i is packet i + 2.
 inline constexpr std::size_t ll_header_packets = 2;
 ARK_HD inline std::uint32_t ll_flag(std::uint64_t step) { return static_cast<std::uint32_t>(step + 1); }
+/// A data packet's second half: the flag xor the call's tag and the flag's upper bits, so that a
+/// packet left 2^32 steps earlier in a slot does not pass for this step's.
+ARK_HD inline std::uint32_t ll_tagged(std::uint64_t step, std::uint32_t tag) {
+  return ll_flag(step) ^ tag ^ static_cast<std::uint32_t>((step + 1) >> 32) * 0x9E3779B9u;
+}
 ARK_HD inline std::uint64_t ll_half(std::uint32_t data, std::uint32_t flag) {
   return std::uint64_t(data) | std::uint64_t(flag) << 32;
 }
@@ -247,14 +252,12 @@ private:
   template <class Ctx>
   ARK_HD static ll_writer<typename Ctx::platform> writer(const Ctx& ctx, std::uint64_t* packets,
                                                          std::uint64_t step) {
-    const std::uint32_t f = detail::ll_flag(step);
-    return {packets, f, f ^ ctx.desc.tag()};
+    return {packets, detail::ll_flag(step), detail::ll_tagged(step, ctx.desc.tag())};
   }
   template <class Ctx>
   ARK_HD static ll_reader<typename Ctx::platform> reader(const Ctx& ctx, std::uint64_t* packets, int peer,
                                                          std::uint64_t step) {
-    const std::uint32_t f = detail::ll_flag(step);
-    return {packets, f, f ^ ctx.desc.tag(), peer, step};
+    return {packets, detail::ll_flag(step), detail::ll_tagged(step, ctx.desc.tag()), peer, step};
   }
 };
 

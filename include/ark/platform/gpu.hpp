@@ -428,9 +428,18 @@ public:
   /// recorded on `before`, waited for by `s` (no host wait). A wait takes the event as last
   /// recorded when it is enqueued, so one event serves every ordering, one after the other.
   static void order_after(stream s, stream before, event e) {
-    detail::rt::check(detail::rt::event_record(e, before), "order streams");
+    record(e, before);
+    wait_for(s, e);
+  }
+  /// order_after's halves: `e` recorded on `s`; `s` waits for `e` as last recorded.
+  static void record(event e, stream s) {
+    detail::rt::check(detail::rt::event_record(e, s), "order streams");
+  }
+  static void wait_for(stream s, event e) {
     detail::rt::check(detail::rt::stream_wait_event(s, e), "order streams");
   }
+  /// Whether work enqueued on `s` is being captured into a graph.
+  static bool capturing(stream s) { return detail::rt::is_capturing(s); }
 
   /// Loads the kernel that launch(s, shape, work) runs before its first launch. With lazy module
   /// loading (CUDA's default) the first launch of a kernel loads it, and a load waits for the
@@ -493,6 +502,10 @@ public:
     detail::run_workers<F><<<shape.workers, shape.threads, 0, s>>>(work);
     detail::rt::check(detail::rt::get_last_error(), "launch collective kernel");
   }
+  /// After a launch of your own kernel (<<<...>>>): throws platform_error, naming `what` and the
+  /// runtime's reason, if it failed to launch (too many resources asked, a bad configuration),
+  /// which a later synchronize would not report.
+  static void check_launch(const char* what) { detail::rt::check(detail::rt::get_last_error(), what); }
 };
 
 static_assert(device<gpu>);

@@ -140,11 +140,12 @@ TEST_CASE("gpu: 1000 calls of random size, algorithm and backend, enqueued back 
 }
 
 TEST_CASE("gpu: calls on several streams, enqueued back to back, run one after the other") {
-  // The communicator's stream, two of ours, and now and then one made for a single call and
-  // destroyed right after it (the next call must still wait for that one): calls that ran side by
-  // side would share the workers' steps and scratch, and mix their data. Few streams are made:
-  // where ranks share a GPU each stream needs a hardware queue of its own (README), and a
-  // context hands its queues out round-robin as streams are made.
+  // The communicator's stream, two of ours, and now and then one for a single call, destroyed
+  // right after it (the next call must still wait for that one): calls that ran side by side
+  // would share the workers' steps and scratch, and mix their data. Every stream is made before
+  // the first call: where ranks share a GPU, making one can wait for the kernels running there,
+  // a peer's waiting for this rank among them (README, "Ranks that share a GPU"); there the
+  // one-call streams are also kept to the end (whether destroying one waits too is not known).
   ARK_REQUIRE_GPUS(1);
   const int world = gpu_ranks();
   basic_world<gpu> w(world, gpu_small_config());
@@ -157,20 +158,26 @@ TEST_CASE("gpu: calls on several streams, enqueued back to back, run one after t
     dbuf<i32> d(sc.offset.back(), rank);
     sc.upload(d, rank);
     const int device = c.configuration().device;
-    const gpu::stream ours[2] = {gpu::create_stream(device), gpu::create_stream(device)};
+    const bool shared = world > gpu::device_count();
+    std::vector<gpu::stream> ours, once; // 2, and one per 100 calls
+    for (int i = 0; i < 2; ++i) ours.push_back(gpu::create_stream(device));
+    for (int i = 0; i < calls / 100; ++i) once.push_back(gpu::create_stream(device));
     for (int k = 0; k < calls; ++k) {
       ark::call_options<gpu> o;
-      const int which = k % 100 == 3 ? 3 : k % 3;
-      gpu::stream once{};
-      if (which == 3) once = gpu::create_stream(device);
-      o.stream = which == 0 ? gpu::stream{} : which == 3 ? once : ours[which - 1];
+      gpu::stream* single = k % 100 == 3 ? &once[k / 100] : nullptr;
+      o.stream = single ? *single : k % 3 == 0 ? gpu::stream{} : ours[k % 3 - 1];
       c.all_reduce(sc.slice(d, k), sc.slice(d, k), sc.count[k], ark::op::sum{}, o);
-      if (once) gpu::destroy_stream(once); // its work still runs: CUDA releases it after
+      if (single && !shared) { // its work still runs: CUDA releases the stream after
+        gpu::destroy_stream(*single);
+        *single = {};
+      }
     }
-    for (auto s : ours) {
-      gpu::synchronize(s);
-      gpu::destroy_stream(s);
-    }
+    for (auto& v : {ours, once})
+      for (auto s : v)
+        if (s) {
+          gpu::synchronize(s);
+          gpu::destroy_stream(s);
+        }
     c.synchronize();
     bad[rank] = sc.wrong(d, world);
   });

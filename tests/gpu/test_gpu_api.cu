@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <barrier>
 #include <chrono>
 #include <cstring>
 #include <random>
@@ -143,13 +144,14 @@ TEST_CASE("gpu: calls on several streams, enqueued back to back, run one after t
   // The communicator's stream, two of ours, and now and then one for a single call, destroyed
   // right after it (the next call must still wait for that one): calls that ran side by side
   // would share the workers' steps and scratch, and mix their data. Every stream is made before
-  // the first call: where ranks share a GPU, making one can wait for the kernels running there,
+  // any rank's first call: where ranks share a GPU, making one can wait for the kernels running there,
   // a peer's waiting for this rank among them (README, "Ranks that share a GPU"); there the
   // one-call streams are also kept to the end (whether destroying one waits too is not known).
   ARK_REQUIRE_GPUS(1);
   const int world = gpu_ranks();
   basic_world<gpu> w(world, gpu_small_config());
   std::vector<std::size_t> bad(world, 0);
+  std::barrier made(world); // every rank's streams made before any rank's first call
   w.run([&](gpu_comm& c, int rank) {
     std::mt19937_64 rng(11); // the same sequence on every rank
     const int calls = 400;
@@ -160,8 +162,14 @@ TEST_CASE("gpu: calls on several streams, enqueued back to back, run one after t
     const int device = c.configuration().device;
     const bool shared = world > gpu::device_count();
     std::vector<gpu::stream> ours, once; // 2, and one per 100 calls
-    for (int i = 0; i < 2; ++i) ours.push_back(gpu::create_stream(device));
-    for (int i = 0; i < calls / 100; ++i) once.push_back(gpu::create_stream(device));
+    try {
+      for (int i = 0; i < 2; ++i) ours.push_back(gpu::create_stream(device));
+      for (int i = 0; i < calls / 100; ++i) once.push_back(gpu::create_stream(device));
+    } catch (...) {
+      made.arrive_and_drop(); // the others go on (and time out): no wait for this rank
+      throw;
+    }
+    made.arrive_and_wait();
     for (int k = 0; k < calls; ++k) {
       ark::call_options<gpu> o;
       gpu::stream* single = k % 100 == 3 ? &once[k / 100] : nullptr;
@@ -178,7 +186,6 @@ TEST_CASE("gpu: calls on several streams, enqueued back to back, run one after t
           gpu::synchronize(s);
           gpu::destroy_stream(s);
         }
-    c.synchronize();
     bad[rank] = sc.wrong(d, world);
   });
   for (int r = 0; r < world; ++r) CHECK(bad[r] == 0);

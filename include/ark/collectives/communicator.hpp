@@ -433,9 +433,7 @@ public:
       auto* c = control_host();
       // what still runs on our streams ends first, sooner while an abort is still raised
       if constexpr (requires { graphs_.quiesce(); }) graphs_.quiesce();
-      P::synchronize(stream_);
-      for (auto s : ce_side_)
-        if (s) P::synchronize(s);
+      drain();
       clear_error(*c);
       P::zero(team_.lay.claim(region_.ptr), sizeof(std::uint32_t));
       P::launch(stream_, launch_shape{1, 1}, detail::barrier_work<P>{device_handle()});
@@ -584,25 +582,20 @@ public:
       failed = std::current_exception();
     }
     // every rank registers the window, or none does: the ranks' windows stay the same
-    const std::uint8_t ok = !failed;
-    std::vector<std::uint8_t> oks(world());
     try {
+      const std::uint8_t ok = !failed;
+      std::vector<std::uint8_t> oks(world());
       boot_->all_gather(&ok, oks.data(), 1);
+      if (failed) std::rethrow_exception(failed);
+      for (int r = 0; r < world(); ++r)
+        if (!oks[r])
+          throw platform_error(
+              "register_buffer: rank " + std::to_string(r) +
+              " could not map its peers' buffers (its error says why); nothing was registered");
     } catch (...) {
       close_window(*w);
       throw;
     }
-    if (failed) {
-      close_window(*w);
-      std::rethrow_exception(failed);
-    }
-    for (int r = 0; r < world(); ++r)
-      if (!oks[r]) {
-        close_window(*w);
-        throw platform_error(
-            "register_buffer: rank " + std::to_string(r) +
-            " could not map its peers' buffers (its error says why); nothing was registered");
-      }
     ++registrations_;
     windows_.push_back(std::move(w));
     return *windows_.back();
@@ -617,8 +610,7 @@ public:
     auto it = std::find_if(windows_.begin(), windows_.end(),
                            [&](const auto& w) { return w->base[rank()] == static_cast<std::byte*>(p); });
     const std::uint64_t none = ~std::uint64_t{0}, mine = it == windows_.end() ? none : (*it)->serial;
-    P::synchronize(stream_); // our own calls' copies into the peers' buffers have ended
-    for (auto s : ce_side_) P::synchronize(s);
+    drain();                                 // our own calls' copies into the peers' buffers have ended
     std::vector<std::uint64_t> all(world()); // every rank's too, and which window each undoes
     boot_->all_gather(&mine, all.data(), sizeof mine);
     if (mine == none) detail::throw_invalid("deregister_buffer", "no buffer was registered at this address");
@@ -930,6 +922,12 @@ private:
     detail::ce_flags_work<P> w_{};
   };
 
+  /// A registered buffer, and which registration it was (the same on every rank: registrations
+  /// are collective, and one fails on every rank or none).
+  struct registration : window_view {
+    std::uint64_t serial = 0;
+  };
+
   /// `out` (out_count elements) as every rank's registered recv buffer, and where it lies (which
   /// registration, the offset in it: detail::ce_value); throws if unregistered.
   struct placed_window {
@@ -938,7 +936,7 @@ private:
   };
   template <class T>
   placed_window recv_window(const char* call, T* out, std::size_t out_count) const {
-    const window_view* w = find_window(out, out_count * sizeof(T));
+    const registration* w = find_window(out, out_count * sizeof(T));
     if (!w)
       detail::throw_invalid(call,
                             "the copy-engine path writes straight into the peers' recv buffers: register "
@@ -946,7 +944,7 @@ private:
     placed_window p{*w, 0};
     const std::size_t shift = reinterpret_cast<const std::byte*>(out) - w->base[rank()];
     for (int r = 0; r < world(); ++r) p.v.base[r] += shift;
-    p.place = static_cast<const registration*>(w)->serial << 48 ^ shift;
+    p.place = w->serial << 48 ^ shift;
     return p;
   }
 
@@ -1111,17 +1109,24 @@ private:
     after_launch(call);
   }
 
+  /// Waits for what runs on the communicator's own streams.
+  void drain() {
+    P::synchronize(stream_);
+    for (auto s : ce_side_)
+      if (s) P::synchronize(s);
+  }
+
   /// Unmaps the peers' parts of a registered window (those mapped so far).
   void close_window(const window_view& w) noexcept {
     for (int r = 0; r < team_.world; ++r)
       if (r != team_.rank && w.base[r]) P::close_import(w.base[r]);
   }
 
-  const window_view* find_window(const void* p, std::size_t bytes) const {
+  const registration* find_window(const void* p, std::size_t bytes) const {
     const auto* b = static_cast<const std::byte*>(p);
     for (const auto& w : windows_)
       if (b >= w->base[rank()] && b + bytes <= w->base[rank()] + w->bytes) return w.get();
-    return nullptr; // (a registration: recv_window reads its serial)
+    return nullptr;
   }
 
   template <class B>
@@ -1182,17 +1187,22 @@ private:
   /// wait). The event is recorded after a call on a stream of yours at once (the stream may be
   /// gone by the next call), after one on the communicator's own stream only once a later call
   /// comes on another. Streams being captured are left alone: a graph's launches are ordered by
-  /// the stream they are launched on.
+  /// the stream they are launched on. Calls that stay on the communicator's stream ask nothing
+  /// of the runtime: whether it is being captured matters only once a call comes on another.
   struct stream_turn {
     typename P::stream s;
-    bool captured;
+    bool captured; // asked only of a stream of yours, or where a join is due
   };
   stream_turn join_previous(const call_options<P>& o) {
     stream_turn t{stream_of(o), false};
     if constexpr (!P::synchronous_launch) {
-      t.captured = P::capturing(t.s);
-      if (!t.captured && prev_.recorded && t.s != prev_.s) {
-        if (prev_.s == stream_) P::record(order_, stream_);
+      const bool join = prev_.recorded && t.s != prev_.s;
+      if (join || t.s != stream_) t.captured = P::capturing(t.s);
+      if (join && !t.captured) {
+        if (prev_.s == stream_) {
+          if (P::capturing(stream_)) return t; // its last call is in a graph, not on the stream
+          P::record(order_, stream_);
+        }
         P::wait_for(t.s, order_);
       }
     }
@@ -1324,11 +1334,6 @@ private:
   bool owns_region_ = true;
   typename P::control_memory control_{};
   typename P::stream stream_{};
-  /// A registered buffer, and which registration it was (the same on every rank: registrations
-  /// are collective, and one fails on every rank or none).
-  struct registration : window_view {
-    std::uint64_t serial = 0;
-  };
   std::vector<std::unique_ptr<registration>> windows_;
   std::uint64_t registrations_ = 0;
   std::atomic<bool> aborted_{false}; // abort() may come from any thread

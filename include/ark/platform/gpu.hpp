@@ -41,6 +41,11 @@ inline constexpr unsigned gpu_max_worker_threads = 512;
 /// launched early (gpu::launch) then does that work while the previous kernel still runs.
 /// Measured on one H200 (two ranks sharing it): a graph-launched 8 B-64 KB all-reduce
 /// 0.34-0.46 us faster (docs/perf.md, run ai).
+/// The kernel create_stream runs once on every stream it makes (a template, so that every
+/// translation unit may hold it).
+template <int = 0>
+__global__ void first_use() {}
+
 template <class F>
 __global__ void __launch_bounds__(gpu_max_worker_threads, 1) run_workers(const ARK_GRID_CONSTANT F work) {
   block_scope g;
@@ -396,7 +401,11 @@ private:
 public:
   // 6. execution -------------------------------------------------------------------------------
   /// A non-blocking stream; `priority` as cudaStreamCreateWithPriority (lower runs first), clamped
-  /// to the device's range.
+  /// to the device's range. Used once (an empty kernel, waited for) before it is returned: where
+  /// ranks share a GPU, a stream's first use, like its making, can wait for the kernels running in
+  /// the context, a peer's waiting for this rank among them (docs/perf.md, runs ci and cj: a case with
+  /// four streams a rank timed out in 8 of 22 runs at three ranks on one H200, 0 of 10 with every
+  /// stream used once before the first call).
   static stream create_stream(int device, int priority = 0) {
     detail::rt::check(detail::rt::set_device(device), "set device");
     stream s{};
@@ -407,6 +416,13 @@ public:
       detail::rt::check(detail::rt::stream_priority_range(&least, &greatest), "query stream priorities");
       priority = priority < greatest ? greatest : priority > least ? least : priority;
       detail::rt::check(detail::rt::stream_create_priority(&s, priority), "create stream");
+    }
+    detail::first_use<<<1, 1, 0, s>>>();
+    detail::rt::error_t e = detail::rt::get_last_error();
+    if (e == detail::rt::success) e = detail::rt::stream_synchronize(s);
+    if (e != detail::rt::success) {
+      (void)detail::rt::stream_destroy(s);
+      detail::rt::check(e, "use the new stream once");
     }
     return s;
   }

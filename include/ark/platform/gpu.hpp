@@ -35,17 +35,17 @@ namespace detail {
 /// and the two-shot and ring kernels spilled to local memory (ncu, docs/perf.md).
 inline constexpr unsigned gpu_max_worker_threads = 512;
 
+/// The kernel create_stream runs once on every stream it makes (a template, so that every
+/// translation unit may hold it).
+template <int = 0>
+__global__ void first_use() {}
+
 /// The collective kernel: work(g, worker, workers) in every block. A work with
 /// prepare(worker, workers) computes there, before the wait for the stream's previous kernel,
 /// what depends on its parameters alone, and runs as work(g, prepared) after it: a kernel
 /// launched early (gpu::launch) then does that work while the previous kernel still runs.
 /// Measured on one H200 (two ranks sharing it): a graph-launched 8 B-64 KB all-reduce
 /// 0.34-0.46 us faster (docs/perf.md, run ai).
-/// The kernel create_stream runs once on every stream it makes (a template, so that every
-/// translation unit may hold it).
-template <int = 0>
-__global__ void first_use() {}
-
 template <class F>
 __global__ void __launch_bounds__(gpu_max_worker_threads, 1) run_workers(const ARK_GRID_CONSTANT F work) {
   block_scope g;

@@ -31,6 +31,6 @@
 #include "ark/algorithms/algorithms.hpp"
 #include "ark/bootstrap/in_process.hpp"
 #include "ark/bootstrap/unix_socket.hpp"
-#include "ark/collectives/communicator.hpp"
+#include "ark/communicator/communicator.hpp"
 #include "ark/collectives/device_comm.hpp"
 #include "ark/dma/dma.hpp"

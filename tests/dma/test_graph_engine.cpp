@@ -101,13 +101,13 @@ TEST_CASE(
   t.lay = ark::make_layout(2, tc);
   t.timeout_ns = 2000000000ull;
   host::memory region[2] = {host::allocate(t.lay.total, 0), host::allocate(t.lay.total, 0)};
-  host::memory queues = host::allocate(t.lay.engine_bytes(), 0);
+  host::memory queues = host::allocate(ark::dma::engine_bytes(t.lay), 0);
   ark::control_block ctl{};
   t.base[0] = region[0].ptr;
   t.base[1] = region[1].ptr;
   t.engine = queues.ptr;
   t.ctl = &ctl;
-  t.engine_server = ark::engine_path::device_graphs;
+  t.engine_mode = ark::dma::served_by_graphs;
   using engine = ark::dma::proxy_engine<4>;
   ark::single_thread_scope g;
   const ark::context<host, engine, ark::single_thread_scope> ctx(g, t, 0, 1, ark::call_desc{});
@@ -139,7 +139,7 @@ TEST_CASE(
     }
   }
   engine::finish(ctx); // the call's end: the launcher returns
-  REQUIRE(ctx.wait_geq(&l.queue(t.engine, 0)->completed, steps + steps / 50 + 1, ark::wait_kind::flag, 0));
+  REQUIRE(ctx.wait_geq(&ark::dma::queue(l, t.engine, 0)->completed, steps + steps / 50 + 1, ark::wait_kind::flag, 0));
   CHECK(service.launches() == steps);
   // waits at most 15 s for done(); returns how long it waited
   auto wait_until = [](auto done) {
@@ -171,7 +171,7 @@ TEST_CASE(
   REQUIRE(engine::post(ctx, later_dst, later_src, 64, &later_flag, 1));
   const ark::context<host, engine, ark::single_thread_scope> of_two(g, t, 0, 2, ark::call_desc{});
   engine::finish(of_two);
-  ark::engine_queue* q = l.queue(t.engine, 0);
+  ark::engine_queue* q = ark::dma::queue(l, t.engine, 0);
   const std::uint64_t posted = host::load_acquire(&q->posted);
   wait_until([&] { return host::load_acquire(&q->completed) == posted; });
   CHECK(host::load_acquire(&q->completed) == posted);
@@ -237,9 +237,9 @@ TEST_CASE("graph engine: device graphs serve the calls the communicator enqueues
   ark::team_view t;
   using engine = ark::dma::proxy_engine<2>;
   CHECK(engine::served(t)); // engine_path::proxy
-  t.engine_server = ark::engine_path::device_graphs;
+  t.engine_mode = ark::dma::served_by_graphs;
   CHECK_FALSE(engine::served(t)); // a call from the user's own kernel: no launcher beside it
-  t.launcher_beside = true;
+  t.engine_mode |= ark::dma::launcher_beside;
   CHECK(engine::served(t));
   // on the host platform the model's launcher is a thread: the device-side handle is served too
   basic_world<host> w(1, graph_config());

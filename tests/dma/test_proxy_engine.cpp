@@ -23,7 +23,7 @@ struct solo_team {
     tc.ll_slot_bytes = 256;
     lay = ark::make_layout(1, tc);
     region = host::allocate(lay.total, 0);
-    engine.resize(lay.engine_bytes());
+    engine.resize(ark::dma::engine_bytes(lay));
     view.rank = 0;
     view.world = 1;
     view.timeout_ns = static_cast<std::uint64_t>(std::chrono::nanoseconds(timeout).count());
@@ -50,7 +50,7 @@ TEST_CASE("proxy_engine: posts return at once, at most Depth are in flight, comp
   for (int k = 0; k < 4; ++k) REQUIRE(engine::post(ctx, dst[k].data(), src[k].data(), 1024, &flag, k + 1u));
   CHECK(flag == 0);
   CHECK(dst[0][0] == -1);
-  CHECK(t.lay.queue(t.engine.data(), 0)->completed == 0);
+  CHECK(ark::dma::queue(t.lay, t.engine.data(), 0)->completed == 0);
   // a fifth would exceed Depth: it waits for the engine, and times out within the bound
   const auto t0 = std::chrono::steady_clock::now();
   CHECK_FALSE(engine::post(ctx, dst[4].data(), src[4].data(), 1024, &flag, 5));

@@ -34,8 +34,18 @@
 //      and freed by destroy_event, both outside calls), and launch(stream, launch_shape, f),
 //      which calls f(g, worker, workers) once per thread, g being the thread's scope (one per
 //      worker), worker in [0, workers). `synchronous_launch` says whether launch returns only
-//      once the work is done (the host) or enqueues it (GPUs).
-//   7. Optional, for platforms whose ranks may share a processor: placement(device) -> a
+//      once the work is done (the host) or enqueues it (GPUs). copy_async(dst, src, bytes, s):
+//      a copy ordered on s (a copy engine on GPUs; done at once where launches are synchronous).
+//
+// Refinements (what a host facade and the engines need beyond that, stated once):
+//   async_device: launches enqueue work (GPUs). Streams with a priority, events recorded and
+//      waited for separately (record, wait_for), whether a stream is being captured into a graph
+//      (capturing) and on which device it is (stream_device), use_device(d) for a thread that
+//      serves a rank, write_value_async(s, p, v) (a stream-ordered 8-byte store after the
+//      stream's earlier copies), preload(s, work) (load launch's kernel for `work` now, not at its
+//      first launch), device_span_ns (item 2) and max_worker_threads.
+//   shared_device (item 7): ranks may share a processor.
+//   7. For platforms whose ranks may share a processor (shared_device): placement(device) -> a
 //      `gpu_placement` naming the GPU as every process of the node does, its SMs, the process
 //      and the context's hardware queues. Ranks on one GPU then split its SMs, and the
 //      copy-engine collectives refuse to run where ranks of one context would have to share
@@ -146,7 +156,33 @@ concept device = requires {
   { P::destroy_event(e) } -> std::same_as<void>;
   { P::order_after(s, s, e) } -> std::same_as<void>;
   { P::launch(s, shape, work) } -> std::same_as<void>;
+  { P::copy_async(p, p, n, s) } -> std::same_as<void>;
   { P::synchronous_launch } -> std::same_as<const bool&>;
+};
+
+/// A device whose launches enqueue work on streams (GPUs): see the refinements above.
+template <class P>
+concept async_device = device<P> && !P::synchronous_launch &&
+                       requires(typename P::stream s, typename P::event e, int dev, std::uint64_t* f,
+                                std::uint64_t v, const detail::archetype_work& work) {
+  { P::create_stream(dev, dev) } -> std::same_as<typename P::stream>;
+  { P::record(e, s) } -> std::same_as<void>;
+  { P::wait_for(s, e) } -> std::same_as<void>;
+  { P::capturing(s) } -> std::same_as<bool>;
+  { P::stream_device(s) } -> std::same_as<int>;
+  { P::use_device(dev) } -> std::same_as<void>;
+  { P::write_value_async(s, f, v) } -> std::same_as<void>;
+  { P::preload(s, work) } -> std::same_as<void>;
+  { P::device_span_ns(v, dev) } -> std::same_as<std::uint64_t>;
+  { P::max_worker_threads } -> std::convertible_to<unsigned>;
+};
+
+/// A device whose ranks may share one processor (item 7): where each rank runs, and the hardware
+/// queues of a context, named by the environment variable that sets them.
+template <class P>
+concept shared_device = device<P> && requires(int dev) {
+  { P::placement(dev) } -> std::same_as<gpu_placement>;
+  { P::hardware_queues_variable } -> std::convertible_to<const char*>;
 };
 
 namespace detail {

@@ -40,10 +40,11 @@ enum class unsupported_kind : std::uint32_t {
   /// a worker count, depth, staging or engine the communicator was not set up for (mine: the
   /// call's workers, theirs: team_config.workers)
   setup = 0,
-  /// algo::one_step with a worker's share larger than one LL step (mine: the share's elements,
-  /// theirs: the most one step carries)
+  /// an algorithm that runs a worker's share in one step, given a share larger than one step
+  /// carries (mine: the share's elements, theirs: the most one step carries)
   one_step = 1,
-  /// algo::one_step_world<N> on a team of another size (mine: N, theirs: the team's size)
+  /// an algorithm built for a team of N ranks on a team of another size (mine: N, theirs: the
+  /// team's size)
   world = 2,
   /// a root outside the team, given to the device-side API (mine: the root, theirs: the team's size)
   root = 3,
@@ -181,66 +182,6 @@ class platform_error : public error {
 public:
   explicit platform_error(const std::string& what) : error(errc::platform, what) {}
 };
-
-/// Why algo::one_step_world<fixed> refuses a team of `world` ranks: the host's refusal before
-/// launch and the device's recorded error say it alike.
-inline std::string one_step_world_refusal(std::uint64_t fixed, std::uint64_t world) {
-  return "algo::one_step_world<" + std::to_string(fixed) + "> runs on a team of " + std::to_string(fixed) +
-         " ranks; this team has " + std::to_string(world) + " (use algo::one_step)";
-}
-
-/// Human-readable description of a record, naming the rank that saw it.
-inline std::string describe(const error_record& r, int rank) {
-  std::string s = "rank " + std::to_string(rank) + ": " + to_string(static_cast<errc>(r.code));
-  switch (static_cast<errc>(r.code)) {
-  case errc::timeout:
-    s += " waiting for " + std::string(to_string(static_cast<wait_kind>(r.what)));
-    if (r.peer >= 0) s += " from rank " + std::to_string(r.peer);
-    s += " (worker " + std::to_string(r.worker) + ", expected value " + std::to_string(r.mine) +
-         ", last seen " + std::to_string(r.theirs) + ")";
-    break;
-  case errc::mismatch:
-    s += " with rank " + std::to_string(r.peer) + ": " + to_string(static_cast<desc_field>(r.what)) + " is " +
-         std::to_string(r.mine) + " here but " + std::to_string(r.theirs) + " there";
-    break;
-  case errc::aborted:
-    s += " while waiting (worker " + std::to_string(r.worker) + ")";
-    break;
-  case errc::unsupported:
-    if (static_cast<unsupported_kind>(r.what) == unsupported_kind::one_step)
-      s += ": algo::one_step needs every worker's share to fit one LL step; worker " +
-           std::to_string(r.worker) + "'s holds " + std::to_string(r.mine) + " elements, at most " +
-           std::to_string(r.theirs) + " fit (use algo::one_shot, or more workers)";
-    else if (static_cast<unsupported_kind>(r.what) == unsupported_kind::world)
-      s += ": " + one_step_world_refusal(r.mine, r.theirs);
-    else if (static_cast<unsupported_kind>(r.what) == unsupported_kind::root)
-      s += ": root " + std::to_string(static_cast<std::int64_t>(r.mine)) + " is outside [0, " +
-           std::to_string(r.theirs) + ")";
-    else if (static_cast<unsupported_kind>(r.what) == unsupported_kind::setup)
-      s += " by this communicator's setup (worker " + std::to_string(r.worker) + " of " +
-           std::to_string(r.mine) + ", team_config.workers " + std::to_string(r.theirs) +
-           "; or a depth, staging or engine it lacks)";
-    break;
-  default:
-    break;
-  }
-  return s;
-}
-
-/// Throws the exception matching a non-empty record.
-[[noreturn]] inline void raise(const error_record& r, int rank, const char* call) {
-  std::string msg = std::string(call) + ": " + describe(r, rank);
-  switch (static_cast<errc>(r.code)) {
-  case errc::timeout:
-    throw timeout_error(msg, r);
-  case errc::mismatch:
-    throw mismatch_error(msg, r);
-  case errc::aborted:
-    throw aborted_error(msg);
-  default:
-    throw error(static_cast<errc>(r.code), msg);
-  }
-}
 
 namespace detail {
 [[noreturn]] inline void throw_invalid(const char* call, const std::string& what) {

@@ -14,8 +14,9 @@
 // and HIP alike; MSCCL++'s port channel and ARK's software path do the same).
 #pragma once
 
-#include "ark/platform/gpu.hpp"
-#include "ark/team/layout.hpp"
+#include "ark/concepts/device.hpp"
+#include "ark/platform/host.hpp"
+#include "ark/dma/engine_queue.hpp"
 
 #include <atomic>
 #include <chrono>
@@ -25,6 +26,8 @@
 
 namespace ark::dma {
 
+/// The proxy of one rank on an asynchronous device P (a GPU).
+template <async_device P>
 class gpu_proxy {
 public:
   static constexpr unsigned max_streams = 16;
@@ -41,23 +44,25 @@ public:
     stop();
     device_ = device;
     // Every stream now, none once calls run: creating a stream can wait for the kernels running
-    // on the GPU to end (seen at four ranks on one H200, the context's 36th or so stream: ~10 s,
-    // until the kernels that waited for this very proxy's copies timed out; yaksa met the same,
-    // pmodels/yaksa#228). A stream that never carries work still takes a share of the GPU's
-    // hardware queues (CUDA_DEVICE_MAX_CONNECTIONS); a hang is worse.
+    // on the GPU to end, and those may wait for this very proxy's copies (yaksa met the same,
+    // pmodels/yaksa#228; docs/perf.md). A stream that never carries work still takes a share of
+    // the GPU's hardware queues (CUDA_DEVICE_MAX_CONNECTIONS); a hang is worse.
     const unsigned n = lay.workers < max_streams ? lay.workers : max_streams;
     streams_.reserve(n);
-    for (unsigned i = 0; i < n; ++i) streams_.push_back(platform::gpu::create_stream(device, priority));
+    for (unsigned i = 0; i < n; ++i) streams_.push_back(P::create_stream(device, priority));
     stop_.store(false);
     thread_ = std::thread([=, this] { run(engine_host, engine_device, ctl_host, lay); });
   }
 
-  void stop() {
+  void stop() noexcept {
     stop_.store(true);
     if (thread_.joinable()) thread_.join();
     for (auto s : streams_) {
-      (void)ark::detail::rt::stream_synchronize(s);
-      (void)ark::detail::rt::stream_destroy(s);
+      try {
+        P::synchronize(s);
+      } catch (...) { // a failed copy was recorded when it was issued
+      }
+      P::destroy_stream(s);
     }
     streams_.clear();
   }
@@ -66,31 +71,33 @@ public:
   std::uint64_t batches() const { return batches_.load(); }
 
 private:
+  using H = platform::host; // this thread's own reads of the queues
+
   void run(std::byte* host, std::byte* dev, control_block* ctl, layout lay) {
-    (void)ark::detail::rt::set_device(device_);
-    namespace rt = ark::detail::rt;
     std::vector<std::uint64_t> next(lay.workers, 0);
     std::uint64_t idle_since = 0;
     unsigned spins = 0;
+    try {
+      P::use_device(device_);
+    } catch (...) {
+      return fail(ctl, 0, 0);
+    }
     while (!stop_.load(std::memory_order_relaxed)) {
       bool worked = false;
       for (unsigned w = 0; w < lay.workers; ++w) {
-        const std::uint64_t posted = platform::host::load_acquire(&lay.queue(host, w)->posted);
+        const std::uint64_t posted = H::load_acquire(&queue(lay, host, w)->posted);
         if (next[w] == posted) continue;
-        const rt::stream_t s = streams_[w % streams_.size()];
-        rt::error_t e = rt::success;
-        for (; next[w] < posted && e == rt::success; ++next[w]) {
-          const engine_request r = lay.requests(host, w)[next[w] % lay.queue_capacity];
-          if (r.dst && r.bytes)
-            e = rt::memcpy_async(reinterpret_cast<void*>(r.dst), reinterpret_cast<const void*>(r.src),
-                                 r.bytes, s);
-          if (e == rt::success && r.flag)
-            e = rt::stream_write_value(s, reinterpret_cast<std::uint64_t*>(r.flag), r.value);
-        }
-        if (e == rt::success) e = rt::stream_write_value(s, &lay.queue(dev, w)->completed, next[w]);
-        if (e != rt::success) {
-          fail(ctl, w, next[w] - 1);
-          return;
+        const typename P::stream s = streams_[w % streams_.size()];
+        try {
+          for (; next[w] < posted; ++next[w]) {
+            const engine_request r = requests(lay, host, w)[next[w] % queue_capacity(lay)];
+            if (r.dst && r.bytes)
+              P::copy_async(reinterpret_cast<void*>(r.dst), reinterpret_cast<const void*>(r.src), r.bytes, s);
+            if (r.flag) P::write_value_async(s, reinterpret_cast<std::uint64_t*>(r.flag), r.value);
+          }
+          P::write_value_async(s, &queue(lay, dev, w)->completed, next[w]);
+        } catch (...) {
+          return fail(ctl, w, next[w]);
         }
         batches_.fetch_add(1, std::memory_order_relaxed);
         worked = true;
@@ -99,8 +106,8 @@ private:
       if (worked) {
         spins = 0;
         idle_since = 0;
-      } else if (platform::host::pause(0), ++spins % 1024 == 0) {
-        const std::uint64_t now = platform::host::now_ns();
+      } else if (H::pause(0), ++spins % 1024 == 0) {
+        const std::uint64_t now = H::now_ns();
         if (!idle_since) idle_since = now;
         if (now - idle_since > 1000000) std::this_thread::sleep_for(std::chrono::microseconds(50));
       }
@@ -110,16 +117,15 @@ private:
   /// Records the failure as the rank's error (the posting GPU then times out waiting for it) and
   /// raises its abort flag, so that waits on this rank end promptly.
   static void fail(control_block* ctl, unsigned worker, std::uint64_t request) {
-    (void)ark::detail::rt::get_last_error();
     error_record& e = ctl->host_err; // this thread is its only writer
     if (std::atomic_ref<std::uint32_t>(e.code).load(std::memory_order_relaxed) == 0)
-      publish_record<platform::host>(e, errc::platform, -1, worker,
-                                     static_cast<std::uint32_t>(wait_kind::engine), request, 0, 0);
+      publish_record<H>(e, errc::platform, -1, worker, static_cast<std::uint32_t>(wait_kind::engine), request,
+                        0, 0);
     std::atomic_ref<std::uint64_t>(ctl->abort).store(1);
   }
 
   int device_ = 0;
-  std::vector<ark::detail::rt::stream_t> streams_;
+  std::vector<typename P::stream> streams_;
   std::thread thread_;
   std::atomic<bool> stop_{true};
   std::atomic<std::uint64_t> batches_{0};

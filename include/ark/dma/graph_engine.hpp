@@ -29,6 +29,7 @@
 #pragma once
 
 #include "ark/dma/common.hpp"
+#include "ark/dma/engine_queue.hpp"
 #include "ark/platform/host.hpp"
 #include "ark/team/team.hpp"
 
@@ -165,11 +166,11 @@ ARK_HD serve_end serve_call(const graph_state& v, Launch&& launch, Keep&& keep) 
   for (unsigned idle = 0;; ++idle) {
     bool worked = false, pending = false;
     for (unsigned w = 0; w < l.workers; ++w) {
-      engine_queue* q = l.queue(t.engine, w);
+      engine_queue* q = queue(l, t.engine, w);
       std::uint64_t taken = q->taken;
       const std::uint64_t posted = P::load_acquire(&q->posted);
       for (; taken < posted; ++taken) {
-        const engine_request r = l.requests(t.engine, w)[taken % l.queue_capacity];
+        const engine_request r = requests(l, t.engine, w)[taken % queue_capacity(l)];
         if (r.kind == request_end) {
           P::fetch_add(&q->completed, 1);
           if (++*v.ended == r.value) { // every worker of the call is done posting
@@ -254,7 +255,7 @@ ARK_HD bool try_signal(const graph_state& v, std::uint32_t ticket) {
     P::store_release(t.flag, t.value);
   }
   P::store_release(v.chan_landed + chan, t.seq + 1);
-  P::fetch_add(&l.queue(v.team.engine, static_cast<unsigned>(chan / l.world))->completed, 1);
+  P::fetch_add(&queue(l, v.team.engine, static_cast<unsigned>(chan / l.world))->completed, 1);
   return true;
 }
 
@@ -269,6 +270,11 @@ public:
   host_graph_engine& operator=(const host_graph_engine&) = delete;
   ~host_graph_engine() { stop(); }
 
+  /// A launcher thread serves every call, those made from the user's own code too.
+  static constexpr bool serves_every_call = true;
+
+  /// As graph_engine starts (device and priority mean nothing here).
+  void start(const team_view& t, int, int) { start(t); }
   void start(const team_view& t) {
     stop();
     const layout& l = t.lay;
@@ -446,6 +452,10 @@ public:
   graph_engine& operator=(const graph_engine&) = delete;
   ~graph_engine() { stop(); }
 
+  /// Serves the calls the communicator enqueues (a launcher beside each), not calls made from
+  /// inside the user's own kernels.
+  static constexpr bool serves_every_call = false;
+
   /// Instantiates and uploads every copy graph (workers x peers x slots x classes) and the
   /// launcher. `t.engine` must be the rank's engine queues in device memory.
   void start(const team_view& t, int device, int priority) {
@@ -590,5 +600,26 @@ private:
 };
 
 #endif // ARK_HAS_DEVICE_GRAPH_LAUNCH
+
+/// What serves engine_path::device_graphs on platform P: the host model on the host platform,
+/// graph_engine where kernels can launch graphs, nothing elsewhere (the communicator refuses
+/// engine_path::device_graphs there).
+struct no_graph_engine {
+  static constexpr bool serves_every_call = false;
+  void start(const team_view&, int, int) {}
+  void quiesce() {}
+  void stop() noexcept {}
+};
+template <class P>
+struct graph_server {
+  using type = std::conditional_t<async_device<P>, no_graph_engine, host_graph_engine>;
+};
+#if defined(ARK_HAS_DEVICE_GRAPH_LAUNCH)
+template <>
+struct graph_server<platform::gpu> {
+  using type = graph_engine;
+};
+#endif
+
 
 } // namespace ark::dma

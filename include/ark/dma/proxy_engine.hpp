@@ -13,6 +13,7 @@
 // engine_path::device_graphs, `graph_engine` (dma/graph_engine.hpp) does it with no CPU at all.
 #pragma once
 
+#include "ark/dma/engine_queue.hpp"
 #include "ark/dma/simple_channel.hpp"
 #include "ark/platform/host.hpp"
 
@@ -36,7 +37,7 @@ struct proxy_engine : simple_channel<proxy_engine<Depth>> {
   ARK_HD static bool post(const Ctx& ctx, void* dst, const void* src, std::size_t bytes, std::uint64_t* flag,
                           std::uint64_t value, std::uint64_t kind = request_copy) {
     using P = typename Ctx::platform;
-    engine_queue* q = ctx.lay().queue(ctx.team.engine, ctx.worker);
+    engine_queue* q = queue(ctx.lay(), ctx.team.engine, ctx.worker);
     const std::uint64_t n = P::load_relaxed(&q->posted);
     // request_end takes no credit: posts keep at most Depth requests uncompleted, and the queue
     // holds more than Depth + 1, so its entry is free; it must reach the launcher even after a
@@ -44,7 +45,7 @@ struct proxy_engine : simple_channel<proxy_engine<Depth>> {
     if (kind == request_copy && n + 1 > Depth &&
         !ctx.wait_geq(&q->completed, n + 1 - Depth, wait_kind::engine, ctx.rank()))
       return false;
-    engine_request& r = ctx.lay().requests(ctx.team.engine, ctx.worker)[n % ctx.lay().queue_capacity];
+    engine_request& r = requests(ctx.lay(), ctx.team.engine, ctx.worker)[n % queue_capacity(ctx.lay())];
     r.dst = reinterpret_cast<std::uint64_t>(dst);
     r.src = reinterpret_cast<std::uint64_t>(src);
     r.bytes = bytes;
@@ -76,7 +77,13 @@ struct proxy_engine : simple_channel<proxy_engine<Depth>> {
   /// communicator enqueues (a launcher runs beside each): a collective called from inside the
   /// user's own kernel needs engine_path::proxy.
   ARK_HD static bool served(const team_view& t) {
-    return t.engine_server != engine_path::device_graphs || t.launcher_beside;
+    return !graphs_serve(t) || launcher_runs(t);
+  }
+
+  /// Device graphs copy staging slots alone: their copies are made before any call.
+  template <class Ctx>
+  ARK_HD static bool copies_only_slots(const Ctx& ctx) {
+    return graphs_serve(ctx.team);
   }
 
   /// Scope-collective, at the end of each call of the worker (device_comm::run, custom calls):
@@ -84,7 +91,7 @@ struct proxy_engine : simple_channel<proxy_engine<Depth>> {
   template <class Ctx>
   ARK_HD static void finish(const Ctx& ctx) {
     ctx.g.sync();
-    if (ctx.team.engine_server == engine_path::device_graphs && ctx.g.thread_rank() == 0)
+    if (graphs_serve(ctx.team) && ctx.g.thread_rank() == 0)
       post(ctx, nullptr, nullptr, 0, nullptr, ctx.workers, request_end);
   }
 
@@ -94,7 +101,7 @@ struct proxy_engine : simple_channel<proxy_engine<Depth>> {
     using P = typename Ctx::platform;
     bool ok = true;
     if (ctx.g.thread_rank() == 0) {
-      engine_queue* q = ctx.lay().queue(ctx.team.engine, ctx.worker);
+      engine_queue* q = queue(ctx.lay(), ctx.team.engine, ctx.worker);
       ok = ctx.wait_geq(&q->completed, P::load_relaxed(&q->posted), wait_kind::engine, ctx.rank());
     }
     return !ctx.g.sync_any(!ok);
@@ -109,11 +116,16 @@ public:
   host_proxy& operator=(const host_proxy&) = delete;
   ~host_proxy() { stop(); }
 
-  /// `engine`: the rank's engine memory (layout::engine_bytes()).
+  /// `engine`: the rank's engine memory (dma::engine_bytes()).
   void start(std::byte* engine, const layout& lay) {
     stop();
     stop_.store(false);
     thread_ = std::thread([this, engine, lay] { run(engine, lay); });
+  }
+  /// As gpu_proxy starts: the engine memory as the host and the workers address it (the same
+  /// here); a copy here cannot fail, so the control block is not needed.
+  void start(std::byte* engine_host, std::byte*, control_block*, const layout& lay, int, int) {
+    start(engine_host, lay);
   }
 
   void stop() {
@@ -132,11 +144,11 @@ private:
     while (!stop_.load(std::memory_order_relaxed)) {
       bool worked = false;
       for (unsigned w = 0; w < lay.workers; ++w) {
-        engine_queue* q = lay.queue(engine, w);
+        engine_queue* q = queue(lay, engine, w);
         std::uint64_t done = P::load_relaxed(&q->completed);
         const std::uint64_t posted = P::load_acquire(&q->posted);
         for (; done < posted; ++done) {
-          const engine_request& r = lay.requests(engine, w)[done % lay.queue_capacity];
+          const engine_request& r = requests(lay, engine, w)[done % queue_capacity(lay)];
           if (r.dst && r.bytes)
             std::memcpy(reinterpret_cast<void*>(r.dst), reinterpret_cast<const void*>(r.src), r.bytes);
           if (r.flag) P::store_release(reinterpret_cast<std::uint64_t*>(r.flag), r.value);

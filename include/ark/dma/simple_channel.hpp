@@ -83,6 +83,14 @@ struct simple_channel {
   }
 
   /// Moves `bytes` of local memory into the addressed peers' slot for `step` and announces it.
+  /// Whether the engine of an engine backend copies only from staging slots (their addresses
+  /// fixed in advance), so that a send from any other memory is staged by the threads first. A
+  /// backend that does says so by hiding this.
+  template <class Ctx>
+  ARK_HD static bool copies_only_slots(const Ctx&) {
+    return false;
+  }
+
   template <class Ctx>
   ARK_HD static bool send(const Ctx& ctx, peers ps, std::uint64_t step, const void* src, std::size_t bytes) {
     using P = typename Ctx::platform;
@@ -99,8 +107,7 @@ struct simple_channel {
       }
       return close_send(ctx, ps, step, bytes);
     } else {
-      if (ctx.team.engine_server == engine_path::device_graphs) {
-        // device graphs copy only staging slots (their addresses are fixed when instantiated)
+      if (B::copies_only_slots(ctx)) { // the engine copies staging slots alone: stage first
         each_peer_in_order(ctx, ps, [&](int p) {
           group_copy(ctx, ctx.lay().stage(ctx.local(), ctx.worker, p, step), src, bytes);
           return true;

@@ -112,6 +112,13 @@ struct gpu {
   static constexpr const char* name = detail::rt::vendor;
   static constexpr bool synchronous_launch = false;
   static constexpr unsigned max_worker_threads = detail::gpu_max_worker_threads;
+  /// Kernels can launch CUDA graphs: code built with relocatable device code and linked with
+  /// cudadevrt (engine_path::device_graphs needs it).
+#if defined(ARK_HAS_DEVICE_GRAPH_LAUNCH)
+  static constexpr bool device_graph_launch = true;
+#else
+  static constexpr bool device_graph_launch = false;
+#endif
   using stream = detail::rt::stream_t;
   using event = detail::rt::event_t;
 
@@ -207,6 +214,14 @@ struct gpu {
   ARK_HD static void load_ll(const std::uint64_t* p, std::uint64_t& a, std::uint64_t& b) {
     ARK_GPU_OR_HOST(detail::gpu::load_pair_volatile(p, a, b), host::load_ll(p, a, b));
   }
+  /// v, no longer known to the compiler as the kernel parameter it was read from: what a work's
+  /// prepare() computes from it before the wait for the previous kernel (run_workers) is then
+  /// reused after the wait, not computed again (the wait's memory clobber would have the compiler
+  /// read the parameter again).
+  ARK_HD static std::uint64_t opaque(std::uint64_t v) { ARK_GPU_OR_HOST(detail::gpu::opaque(v), v); }
+  ARK_HD static std::uint32_t opaque(std::uint32_t v) { ARK_GPU_OR_HOST(detail::gpu::opaque(v), v); }
+  /// Computes v here, before any wait that follows (the compiler may not defer it).
+  ARK_HD static void compute_here(std::uint64_t v) { ARK_GPU_OR_HOST(detail::gpu::compute_here(v), (void)v); }
 #undef ARK_GPU_OR_HOST
 
   // 5. memory (host side) ----------------------------------------------------------------------
@@ -454,6 +469,17 @@ public:
   static void wait_for(stream s, event e) {
     detail::rt::check(detail::rt::stream_wait_event(s, e), "order streams");
   }
+  /// Makes `device` the calling thread's current GPU (a thread that serves a rank: its proxy).
+  static void use_device(int device) { detail::rt::check(detail::rt::set_device(device), "set device"); }
+  /// A copy ordered on `s` (a copy engine moves it; between any two addresses either GPU reaches).
+  static void copy_async(void* dst, const void* src, std::size_t bytes, stream s) {
+    detail::rt::check(detail::rt::memcpy_async(dst, src, bytes, s), "copy");
+  }
+  /// *p = v ordered on `s`, after a memory barrier over the stream's earlier work: the copies
+  /// before it have landed where the reader of *p looks. `p`: device or mapped host memory.
+  static void write_value_async(stream s, std::uint64_t* p, std::uint64_t v) {
+    detail::rt::check(detail::rt::stream_write_value(s, p, v), "write a value on a stream");
+  }
   /// Whether work enqueued on `s` is being captured into a graph.
   static bool capturing(stream s) { return detail::rt::is_capturing(s); }
 
@@ -524,7 +550,7 @@ public:
   static void check_launch(const char* what) { detail::rt::check(detail::rt::get_last_error(), what); }
 };
 
-static_assert(device<gpu>);
+static_assert(async_device<gpu> && shared_device<gpu>);
 
 #if defined(ARK_COMPILER_CUDA)
 using cuda = gpu;

@@ -175,6 +175,8 @@ struct host {
   static constexpr const char* name = "host";
   static constexpr bool synchronous_launch = true;
   using stream = host_stream*;
+  /// engine_path::device_graphs runs here as its model: a launcher thread and a copy pool.
+  static constexpr bool device_graph_launch = true;
 
   struct memory {
     std::byte* ptr = nullptr;
@@ -303,13 +305,15 @@ struct host {
   static event create_event(int /*device*/) { return {}; }
   static void destroy_event(event) {}
   static void order_after(stream, stream, event) {} // every stream's work is done when enqueued
+  /// A copy "on" a stream: done when it returns, as every launch here is.
+  static void copy_async(void* dst, const void* src, std::size_t bytes, stream) { copy(dst, src, bytes); }
   template <class F>
   static void launch(stream s, launch_shape shape, const F& work) {
     s->run(shape, work);
   }
 };
 
-static_assert(device<host>);
+static_assert(device<host> && !async_device<host> && !shared_device<host>);
 
 } // namespace platform
 } // namespace ark

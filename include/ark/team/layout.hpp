@@ -19,9 +19,7 @@
 //                       up to a power of two)
 //   stage[w][dst][slot] local staging of what an engine backend sends to dst
 //
-// The request queues of an engine backend (queue[w], one per worker) are not in the symmetric
-// region: they live in the rank's control memory, which its host reads, where a CPU proxy drains
-// them, or in device memory where a launcher kernel does (engine_path::device_graphs).
+// An engine backend's request queues are not in the symmetric region (dma/engine_queue.hpp).
 //
 // Flags sit 64 bytes apart so that host threads do not false-share them.
 #pragma once
@@ -67,98 +65,11 @@ struct worker_state {
   std::uint64_t bar_epoch; ///< barriers passed
 };
 
-/// One request in an engine backend's queue.
-struct engine_request {
-  std::uint64_t dst; // destination address (0: none)
-  std::uint64_t src; // source address
-  std::uint64_t bytes;
-  std::uint64_t flag; // flag address to set after the copy (0: none)
-  std::uint64_t value;
-  std::uint64_t kind; // request_copy, or request_end: the worker's last request of a call
-  std::uint64_t pad[2];
-};
-inline constexpr std::uint64_t request_copy = 0;
-/// A worker's last request of a call (value: the call's worker count), posted only when the
-/// queues are served by device graphs (dma/graph_engine.hpp), whose launcher runs for one call.
-inline constexpr std::uint64_t request_end = 1;
-
-/// Producer/consumer counters of one worker's engine queue, followed by its requests.
-struct engine_queue {
-  std::uint64_t posted; ///< requests the worker posted
-  std::uint64_t pad0[7];
-  std::uint64_t completed; ///< requests the engine completed
-  std::uint64_t pad1[7];
-  std::uint64_t taken; ///< requests the device-graph launcher has taken (its own counter)
-  std::uint64_t pad2[7];
-};
-
-/// Who serves a rank's engine queues (dma::proxy_engine).
-enum class engine_path : std::uint32_t {
-  proxy = 0,         ///< a CPU thread: memcpy on the host platform, copy-engine stream work on GPUs
-  device_graphs = 1, ///< CUDA: a launcher kernel launches pre-instantiated copy graphs, no CPU
-};
-
-/// Host-visible control block of a rank: its error records and abort flag. Each record has one
-/// writer at a time, which publishes it with a release store of its code, written last.
-struct control_block {
-  error_record err;      ///< the first failure a worker recorded (record_error, after a claim)
-  std::uint64_t abort;   ///< raised: every wait of the rank ends
-  error_record host_err; ///< a failure of the host thread serving the rank's engine (gpu_proxy)
-  std::uint64_t pad[4];
-};
-
-/// Writes a failure into record `e` and publishes it: the fields first, then a release store of
-/// the code, which readers acquire first (read_error). The caller is the record's one writer
-/// (record_error after its claim; gpu_proxy's thread for host_err); P: the writer's platform.
-template <class P>
-ARK_HD void publish_record(error_record& e, errc code, std::int32_t peer, std::uint32_t worker,
-                           std::uint32_t what, std::uint64_t step, std::uint64_t mine, std::uint64_t theirs) {
-  e.peer = peer;
-  e.worker = worker;
-  e.what = what;
-  e.step = step;
-  e.mine = mine;
-  e.theirs = theirs;
-  P::fence();
-  P::store_release(&e.code, static_cast<std::uint32_t>(code));
-  P::fence();
-}
-
-namespace detail {
-inline error_record read_record(const error_record& r) {
-  const std::uint32_t v =
-      std::atomic_ref<std::uint32_t>(const_cast<std::uint32_t&>(r.code)).load(std::memory_order_acquire);
-  if (v == 0) return {};
-  error_record e = r; // published: nobody writes it until clear_error
-  e.code = v;
-  return e;
-}
-inline void clear_record(error_record& r) {
-  r.peer = 0, r.worker = 0, r.what = 0, r.step = 0, r.mine = 0, r.theirs = 0;
-  std::atomic_ref<std::uint32_t>(r.code).store(0, std::memory_order_release);
-}
-} // namespace detail
-
-/// The host's reading of a rank's failure while its writers may still run (kernels, engine
-/// threads): a code acquired first, the rest of its record only once it was published. A failure
-/// of the engine's host thread comes first: it raises the abort that ends the workers' waits.
-inline error_record read_error(const control_block& c) {
-  const error_record h = detail::read_record(c.host_err);
-  return h.code ? h : detail::read_record(c.err);
-}
-
-/// Clears a rank's error records and abort flag, for a new start; nothing of the rank may run.
-inline void clear_error(control_block& c) {
-  detail::clear_record(c.err);
-  detail::clear_record(c.host_err);
-  std::atomic_ref<std::uint64_t>(c.abort).store(0, std::memory_order_release);
-}
-
 struct layout {
   static constexpr std::uint64_t flag_stride = 64;
   static constexpr std::uint64_t ll_header_bytes = 32; // two packets carry the 16-byte call description
 
-  std::uint32_t world = 0, workers = 0, slots = 0, queue_capacity = 0, staging = 0;
+  std::uint32_t world = 0, workers = 0, slots = 0, staging = 0;
   /// LL slots per channel: slots rounded up to a power of two, so that a step's slot is a mask
   /// of the step, not a 64-bit remainder (tens of instructions on a GPU, on the latency path:
   /// before the first packet's store and again before the first poll; docs/perf.md). More slots
@@ -214,17 +125,6 @@ struct layout {
   ARK_HD std::byte* stage(std::byte* base, unsigned w, int dst, std::uint64_t step) const {
     return base + stage_off + (chan(w, dst) * slots + step % slots) * slot_bytes;
   }
-  /// Worker w's engine queue in a rank's engine memory (engine_bytes() of it).
-  ARK_HD engine_queue* queue(std::byte* engine, unsigned w) const {
-    return reinterpret_cast<engine_queue*>(
-        engine + w * (sizeof(engine_queue) + queue_capacity * sizeof(engine_request)));
-  }
-  ARK_HD engine_request* requests(std::byte* engine, unsigned w) const {
-    return reinterpret_cast<engine_request*>(queue(engine, w) + 1);
-  }
-  ARK_HD std::uint64_t engine_bytes() const {
-    return staging ? workers * (sizeof(engine_queue) + queue_capacity * sizeof(engine_request)) : 0;
-  }
   ARK_HD bool has_staging() const { return staging != 0; }
   ARK_HD unsigned max_depth() const { return slots - 1; }
 
@@ -256,7 +156,6 @@ inline layout make_layout(int world, const team_config& c) {
   l.world = static_cast<std::uint32_t>(world);
   l.workers = c.workers;
   l.slots = c.max_depth + 1;
-  l.queue_capacity = 2 * l.slots + 2;
   l.slot_bytes = c.slot_bytes;
   l.ll_slot_bytes = c.ll_slot_bytes;
   l.ll_slots = std::bit_ceil(l.slots);

@@ -2,6 +2,7 @@
 // this rank's address space. `team_view` is the trivially copyable handle kernels receive by value.
 #pragma once
 
+#include "ark/team/control.hpp"
 #include "ark/team/layout.hpp"
 
 #include <cstdint>
@@ -14,9 +15,10 @@ struct team_view {
   int world = 0;
   std::uint64_t timeout_ns = 0; ///< a wait that makes no progress this long fails (P::now_ns()'s units)
   control_block* ctl = nullptr; ///< this rank's control block (device-visible address)
-  std::byte* engine = nullptr;  ///< this rank's engine queues (device address)
-  engine_path engine_server = engine_path::proxy; ///< who serves them
-  bool launcher_beside = false; ///< device graphs: a launcher runs beside this call (host-enqueued)
+  /// This rank's DMA-engine memory (device address) and how its engine serves it: the transport
+  /// layer's, opaque to the team (dma/engine_queue.hpp).
+  std::byte* engine = nullptr;
+  std::uint32_t engine_mode = 0;
   layout lay;
   std::byte* base[max_world] = {}; ///< rank r's region, mapped into this rank's address space
 

@@ -1,0 +1,81 @@
+// ark/collectives/works.hpp: what a communicator launches. Each work is run by every worker of
+// a launch (P::launch calls it once per thread, with the thread's scope): a collective through
+// device_comm, a user's custom collective, and the barrier of a communicator's end.
+#pragma once
+
+#include "ark/collectives/device_comm.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+namespace ark::detail {
+
+/// One collective call, run by every worker through device_comm.
+template <device P, collective K, class A, class B, class T, class Op>
+struct collective_work {
+  device_comm<P> comm;
+  const T* in;
+  T* out;
+  std::size_t count;
+  int root;
+  Op op;
+  template <class G>
+  ARK_HD void operator()(G& g, unsigned worker, unsigned workers) const {
+    comm.template run<K, A, B>(g, worker, workers, in, out, count, root, op);
+  }
+
+  /// The arguments of a call, in registers the compiler cannot trace back to the kernel's
+  /// parameters (P::opaque), so that what prepare() computes from them is reused after the
+  /// wait for the previous kernel instead of computed again. Only GPU launches call prepare.
+  struct prepared {
+    std::size_t count;
+    unsigned worker, workers;
+    int root;
+  };
+  /// Before the wait: the call's tag and, for one-shot all-reduce, the worker's share (its
+  /// divisions). run() computes both again, from the same registers: the compiler reuses these.
+  ARK_HD prepared prepare(unsigned worker, unsigned workers) const {
+    const prepared p{P::opaque(std::uint64_t{count}), P::opaque(std::uint32_t{worker}),
+                     P::opaque(std::uint32_t{workers}),
+                     static_cast<int>(P::opaque(static_cast<std::uint32_t>(root)))};
+    P::compute_here(describe_call<K, A, B, T, Op>(p.workers, p.root, p.count).tag());
+    if constexpr (K == collective::all_reduce &&
+                  (std::is_same_v<A, algo::one_shot> || algo::is_one_step<A>)) {
+      const elem_range share = split({0, p.count}, p.workers, p.worker, align_elems<T>);
+      P::compute_here(share.begin);
+      P::compute_here(share.len);
+    }
+    return p;
+  }
+  template <class G>
+  ARK_HD void operator()(G& g, const prepared& p) const {
+    comm.template run<K, A, B>(g, p.worker, p.workers, in, out, p.count, p.root, op);
+  }
+};
+
+/// A user's custom collective: f(ctx) on every worker.
+template <device P, class B, class F>
+struct custom_work {
+  device_comm<P> comm;
+  F f;
+  template <class G>
+  ARK_HD void operator()(G& g, unsigned worker, unsigned workers) const {
+    const auto ctx = comm.template make_context<B>(
+        g, worker, workers, call_desc::make(collective::custom, 0, 0, 0, B::id, workers, 0, 0));
+    f(ctx);
+    if constexpr (requires { B::finish(ctx); }) B::finish(ctx);
+  }
+};
+
+/// A barrier of worker 0 of every rank (a communicator's end).
+template <device P>
+struct barrier_work {
+  device_comm<P> comm;
+  template <class G>
+  ARK_HD void operator()(G& g, unsigned worker, unsigned workers) const {
+    comm.template make_context<dma::thread_copy<1>>(g, worker, workers, call_desc{}).barrier();
+  }
+};
+
+} // namespace ark::detail

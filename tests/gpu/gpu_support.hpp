@@ -1,7 +1,7 @@
 // tests/gpu/gpu_support.hpp: what the GPU test files share: the platform, the worlds this
 // machine can form (one rank alone, and several ranks on every GPU, sharing GPUs when there are
-// fewer than two), and a configuration with small slots so that
-// moderate sizes already take many pipeline steps on several blocks.
+// fewer than two), a configuration with small slots so that moderate sizes already take many
+// pipeline steps on several blocks, and the decorators that skip a case this machine cannot run.
 #pragma once
 
 #include "../support/collective_check.hpp"
@@ -15,17 +15,25 @@ using gpu_comm = ark::communicator<gpu>;
 /// kernel's first launch waits for every kernel running in the context: a peer's among them, which
 /// waits for this rank. So every kernel loads when the context starts (set before CUDA starts, in
 /// static initialization; a value set by the user is kept).
-inline const bool eager_module_loading = [] { return ::setenv("CUDA_MODULE_LOADING", "EAGER", 0) == 0; }();
 /// And their streams share the context's hardware queues (8 by default), which run the steps of
 /// the streams on one queue in the order they were enqueued: a rank's step that waits for its
 /// stream's spinning wait (the copy-engine paths) holds up a peer's steps behind it, which that
 /// wait may need. So every stream gets a queue of its own, up to 32 (README, "Ranks that share a
 /// GPU"; docs/perf.md, runs br and bs). A value set by the user is kept.
-inline const bool own_hardware_queues = [] {
-  return ::setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0) == 0;
-}();
+/// Set once, on the first call: by gpu_count() before it asks CUDA anything (the cases' skip
+/// decorators ask it while they register, in static initialization), and by gpu_environment_set.
+inline bool set_gpu_environment() {
+  static const bool set = ::setenv("CUDA_MODULE_LOADING", "EAGER", 0) == 0 &&
+                          ::setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0) == 0;
+  return set;
+}
+inline const bool gpu_environment_set = set_gpu_environment();
 
-inline int gpu_count() { return gpu::device_count(); }
+/// The GPUs CUDA sees, asked once (0 where there is no GPU or no driver).
+inline int gpu_count() {
+  static const int n = (set_gpu_environment(), gpu::device_count());
+  return n;
+}
 
 /// The world of the tests that need several ranks: ARK_GPU_RANKS when set (at least 2), else every
 /// GPU, and 2 on a machine with one GPU. Ranks beyond the GPU count share GPUs (rank_device), so a
@@ -73,12 +81,24 @@ inline const std::vector<std::size_t>& gpu_sizes() {
   return std::getenv("ARK_SANITIZE") ? small : full;
 }
 
-/// Skips a case on a machine with fewer than n GPUs.
-#define ARK_REQUIRE_GPUS(n)                                                                                  \
-  if (ark_test::gpu_count() < (n)) {                                                                         \
-    MESSAGE("skipped: needs " << (n) << " GPUs, found " << ark_test::gpu_count());                           \
-    return;                                                                                                  \
+/// A case's skip decorator, decided when the case registers (before main): doctest 2.4 skips a case
+/// only so, not from inside it. A case skipped so counts among "skipped" in doctest's summary,
+/// the listener in tests/main.cpp prints why, and `-r=xml` shows the reason as its description.
+///   TEST_CASE("gpu ...: ..." * needs_gpus(1))
+///   TEST_CASE("gpu ...: ..." * skip_unless(condition(), "why it cannot run here"))
+struct skip_unless {
+  bool runs;
+  const char* why; // a string literal: doctest keeps the pointer
+  void fill(doctest::detail::TestCase& tc) const {
+    if (runs) return;
+    tc.m_skip = true;
+    tc.m_description = why;
   }
+};
+/// Skips the case on a machine with fewer than n GPUs (every GPU case needs one at least).
+inline skip_unless needs_gpus(int n) {
+  return {gpu_count() >= n, n == 1 ? "needs a GPU, none visible" : "needs more GPUs than are visible"};
+}
 
 template <ark::collective K, class T, class Algos, class Backends, class Ops>
 void gpu_matrix(Algos a, Backends b, Ops o) {

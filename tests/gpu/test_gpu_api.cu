@@ -106,8 +106,7 @@ float one_step_input(int rank, int call, std::size_t i) {
 
 } // namespace
 
-TEST_CASE("gpu: 1000 calls of random size, algorithm and backend, enqueued back to back") {
-  ARK_REQUIRE_GPUS(1);
+TEST_CASE("gpu: 1000 calls of random size, algorithm and backend, enqueued back to back" * needs_gpus(1)) {
   const int world = gpu_ranks();
   using callee_t = callee<i32, gpu>;
   const callee_t callees[] = {
@@ -140,7 +139,28 @@ TEST_CASE("gpu: 1000 calls of random size, algorithm and backend, enqueued back 
   for (int r = 0; r < world; ++r) CHECK(bad[r] == 0);
 }
 
-TEST_CASE("gpu: calls on several streams, enqueued back to back, run one after the other") {
+namespace {
+constexpr int several_streams_calls = 400;
+/// The calls-on-several-streams case's world, the ranks on GPU 0 (the most), and the streams each
+/// rank makes beyond the communicator's (the case says why): known before main, so that a world
+/// that leaves none skips the case.
+struct several_streams_plan {
+  int world = 0, sharers = 0, own = 0;
+  several_streams_plan() {
+    const int gpus = gpu_count();
+    if (gpus < 1) return;
+    world = gpu_ranks();
+    sharers = (world + gpus - 1) / gpus;
+    constexpr int held = 5;
+    own = sharers > 1 ? (gpu::hardware_queues() - 1) / sharers - held : 2 + several_streams_calls / 100;
+  }
+};
+} // namespace
+
+TEST_CASE("gpu: calls on several streams, enqueued back to back, run one after the other" * needs_gpus(1) *
+          skip_unless(gpu_count() < 1 || several_streams_plan().own >= 1,
+                      "the ranks that share a GPU leave none of its hardware queues for a stream of the case "
+                      "(ARK_GPU_RANKS, CUDA_DEVICE_MAX_CONNECTIONS)")) {
   // The communicator's stream, two of ours, and now and then one for a single call, destroyed
   // right after it (the next call must still wait for that one): calls that ran side by side
   // would share the workers' steps and scratch, and mix their data. Every stream is made before
@@ -154,18 +174,10 @@ TEST_CASE("gpu: calls on several streams, enqueued back to back, run one after t
   // Within that share it still timed out now and then (runs cg-cj: 8 of 23 runs at three ranks,
   // early launch on or off, 3 of 13 at four, 1 of 23 at two), until every stream was used once
   // before the first call (run cj: 0 of 10 at three ranks), which gpu::create_stream now does.
-  ARK_REQUIRE_GPUS(1);
-  const int world = gpu_ranks(), calls = 400;
-  const int gpus = gpu::device_count(), sharers = (world + gpus - 1) / gpus; // on GPU 0, the most
-  const bool shared = sharers > 1;
-  constexpr int held = 5;
-  const int own = shared ? (gpu::hardware_queues() - 1) / sharers - held : 2 + calls / 100;
-  if (own < 1) {
-    MESSAGE("skipped at world " << world << ": " << sharers << " ranks share a GPU's "
-                                << gpu::hardware_queues()
-                                << " hardware queues, none left for a stream of the case");
-    return;
-  }
+  const several_streams_plan plan;
+  REQUIRE(plan.own >= 1); // the decorator skips the case otherwise: reached only under --no-skip
+  const int world = plan.world, calls = several_streams_calls, own = plan.own;
+  const bool shared = plan.sharers > 1;
   const int streams = std::min(own, 2), singles = std::min(own - streams, calls / 100);
   basic_world<gpu> w(world, gpu_small_config());
   std::vector<std::size_t> bad(world, 0);
@@ -209,8 +221,7 @@ TEST_CASE("gpu: calls on several streams, enqueued back to back, run one after t
   for (int r = 0; r < world; ++r) CHECK(bad[r] == 0);
 }
 
-TEST_CASE("gpu: collectives captured in a CUDA graph give the right result on every replay") {
-  ARK_REQUIRE_GPUS(1);
+TEST_CASE("gpu: collectives captured in a CUDA graph give the right result on every replay" * needs_gpus(1)) {
   const int world = gpu_ranks();
   basic_world<gpu> w(world, gpu_small_config());
   std::vector<std::size_t> bad(world, 0);
@@ -247,8 +258,8 @@ TEST_CASE("gpu: collectives captured in a CUDA graph give the right result on ev
   for (int r = 0; r < world; ++r) CHECK(bad[r] == 0);
 }
 
-TEST_CASE("gpu device-side API: a persistent kernel loops compute + all-reduce with no host involvement") {
-  ARK_REQUIRE_GPUS(1);
+TEST_CASE("gpu device-side API: a persistent kernel loops compute + all-reduce with no host involvement" *
+          needs_gpus(1)) {
   for (int world : gpu_worlds()) {
     basic_world<gpu> w(world, gpu_small_config());
     std::vector<std::size_t> bad(world, 0);
@@ -274,8 +285,8 @@ TEST_CASE("gpu device-side API: a persistent kernel loops compute + all-reduce w
   }
 }
 
-TEST_CASE("gpu device-side API: algo::one_step in a persistent kernel, the peers on one_shot, 200 calls") {
-  ARK_REQUIRE_GPUS(1);
+TEST_CASE("gpu device-side API: algo::one_step in a persistent kernel, the peers on one_shot, 200 calls" *
+          needs_gpus(1)) {
   auto check = [](auto algorithm, int world) {
     using A = decltype(algorithm);
     basic_world<gpu> w(world, gpu_small_config());
@@ -319,8 +330,8 @@ TEST_CASE("gpu device-side API: algo::one_step in a persistent kernel, the peers
   }
 }
 
-TEST_CASE("gpu: more threads per worker than the collective kernel is built for is refused at construction") {
-  ARK_REQUIRE_GPUS(1);
+TEST_CASE("gpu: more threads per worker than the collective kernel is built for is refused at construction" *
+          needs_gpus(1)) {
   auto cfg = gpu_small_config();
   cfg.tuning.threads = 2 * gpu::max_worker_threads;
   auto group = std::make_shared<ark::in_process_group>(1);
@@ -328,8 +339,8 @@ TEST_CASE("gpu: more threads per worker than the collective kernel is built for 
                        doctest::Contains("threads per block"), ark::invalid_argument);
 }
 
-TEST_CASE("gpu: a peer that never joins becomes a timeout error within the bound; teardown is clean") {
-  ARK_REQUIRE_GPUS(1);
+TEST_CASE("gpu: a peer that never joins becomes a timeout error within the bound; teardown is clean" *
+          needs_gpus(1)) {
   using namespace std::chrono_literals;
   const int world = gpu_ranks();
   std::chrono::milliseconds took{};
@@ -359,8 +370,8 @@ TEST_CASE("gpu: a peer that never joins becomes a timeout error within the bound
   }
 }
 
-TEST_CASE("gpu: a count that differs between ranks is a mismatch error, the outputs untouched") {
-  ARK_REQUIRE_GPUS(1);
+TEST_CASE("gpu: a count that differs between ranks is a mismatch error, the outputs untouched" *
+          needs_gpus(1)) {
   const int world = gpu_ranks();
   basic_world<gpu> w(world, gpu_small_config());
   std::vector<std::vector<float>> outs(world);
@@ -406,8 +417,7 @@ std::size_t wrong_after(const std::vector<float>& got, int world, int calls) {
 }
 } // namespace
 
-TEST_CASE("gpu: large messages, every all-reduce algorithm, the default configuration") {
-  ARK_REQUIRE_GPUS(1);
+TEST_CASE("gpu: large messages, every all-reduce algorithm, the default configuration" * needs_gpus(1)) {
   const std::size_t n = std::size_t(64) << 20; // 256 MB of floats per rank
   for (int world : gpu_worlds()) {
     basic_world<gpu> w(world, gpu_comm::config{}); // a shared GPU's SMs split by the library (block_cap)
@@ -436,8 +446,8 @@ struct meet {
 };
 } // namespace
 
-TEST_CASE("gpu: ranks that share a GPU split its SMs; a call that asks for more blocks is refused") {
-  ARK_REQUIRE_GPUS(1);
+TEST_CASE("gpu: ranks that share a GPU split its SMs; a call that asks for more blocks is refused" *
+          needs_gpus(1)) {
   int sms = 0;
   ark::detail::rt::check(ark::detail::rt::multiprocessor_count(&sms, 0), "query SMs");
   const std::size_t n = (std::size_t(16) << 20) + 3; // 64 MB: the default wants more blocks than a share
@@ -564,8 +574,8 @@ std::vector<int> spawn_ranks(const std::vector<int>& ranks, int world, const std
 
 // On a machine with one GPU the processes share it (their contexts take turns on it): the IPC
 // handles and the protocol are the same, the link is not crossed.
-TEST_CASE("gpu: one process per rank, IPC handles exchanged through the Unix-socket bootstrap") {
-  ARK_REQUIRE_GPUS(1);
+TEST_CASE("gpu: one process per rank, IPC handles exchanged through the Unix-socket bootstrap" *
+          needs_gpus(1)) {
   const int world = gpu_ranks();
   const std::string sock = "/tmp/ark-gpu-" + std::to_string(::getpid()) + ".sock";
   std::vector<int> all;

@@ -20,9 +20,9 @@ struct training_loop {
       for (std::size_t i = mine.begin + block.thread_rank(); i < mine.end(); i += block.size())
         grad[i] = static_cast<float>(comm.rank() + s); // "compute"
       block.sync();
-      // ark::algo::one_step is 0.2-0.3 us faster per call where each block's share fits one LL step
+      // ark::algo::one_step is faster per call where each block's share fits one LL step
       // (threads x 8 bytes: not the 8 KB a block here, nor the host platform's one thread a worker),
-      // and ark::algo::one_step_world<N> 0.1 us more in a kernel compiled for a team of N ranks
+      // and ark::algo::one_step_world<N> faster again in a kernel compiled for a team of N ranks
       if (!comm.template all_reduce<ark::algo::one_shot, ark::dma::ll_packet<4>>(block, worker, workers, grad,
                                                                                  grad, n))
         return false; // the failure is recorded; the host sees it in comm.synchronize()

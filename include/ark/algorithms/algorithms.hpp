@@ -25,8 +25,8 @@ struct one_shot {
   static constexpr const char* name = "one_shot";
 };
 /// All-reduce: one_shot for calls whose every worker's share fits one LL step, and nothing else:
-/// the latency path alone, without one_shot's pipelined path, which slowed a call inside a
-/// persistent kernel just by being compiled into it (docs/perf.md, 2026-12-01 runs ab-af). Runs
+/// the latency path alone, without one_shot's pipelined path, which slows a call inside a
+/// persistent kernel just by being compiled into it, though never taken (docs/perf.md). Runs
 /// over LL packets (dma::automatic picks them). A larger share fails: from the host with
 /// invalid_argument before anything launches (call_plan::one_step says whether a call fits); on
 /// the device with errc::unsupported, alike on every rank that calls it. It is one_shot on the
@@ -39,14 +39,14 @@ struct one_step {
 };
 /// algo::one_step on a team of exactly `World` ranks, known when the kernel is compiled: its loops
 /// over peers unroll and the kernel holds no path for other team sizes. one_step holds two (two
-/// ranks, and any number), and the second slowed the first inside a persistent kernel: at two
-/// ranks one_step_world<2> took 0.08-0.12 us less a call on one H200 (docs/perf.md, runs am and
-/// an). Name it in your own kernel when you compile that kernel for a known team size. (Launched
-/// from the host, one call a kernel, it took 0.09 us longer than one_step's kernel, so a
-/// communicator's own calls keep one_step's.) On a team of another size a call fails: from the
-/// host with invalid_argument before anything launches, on the device with errc::unsupported,
-/// alike on every rank that calls it (a peer that called one_shot or one_step instead waits for
-/// it: a timeout). Same id and protocol as one_step and one_shot.
+/// ranks, and any number), and the second slows the first inside a persistent kernel, so a call
+/// there is faster on one_step_world (docs/perf.md). Name it in your own kernel when you compile
+/// that kernel for a known team size. (Launched from the host, one call a kernel, it is slower
+/// than one_step's kernel, for reasons not found, so a communicator's own calls keep one_step's.)
+/// On a team of another size a call fails: from the host with invalid_argument before anything
+/// launches, on the device with errc::unsupported, alike on every rank that calls it (a peer that
+/// called one_shot or one_step instead waits for it: a timeout). Same id and protocol as one_step
+/// and one_shot.
 template <int World>
 struct one_step_world {
   static_assert(World >= 1, "ark: algo::one_step_world<World>: a team has at least one rank");

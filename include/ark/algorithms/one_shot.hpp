@@ -15,8 +15,7 @@ namespace ark::algorithms {
 
 /// How a call ends. Every algorithm returns with its outputs visible to the whole scope; a caller
 /// whose next step is a barrier anyway (device_comm::run, whose verdict is one) may ask a latency
-/// path to leave that to it: `verdict` saves the path's closing barrier (0.06 us per call on one
-/// H200, docs/perf.md).
+/// path to leave that to it: `verdict` saves the path's closing barrier (docs/perf.md).
 enum class ending { barrier, verdict };
 
 namespace detail {
@@ -72,8 +71,8 @@ struct channel_of<Ctx> {
 /// the scope, and is left to the caller with ending::verdict), against six on the pipelined path.
 ///
 /// `World`: the team's size when known at compile time (0: read from the team). With it the loops
-/// over peers unroll, and every peer's slot address is computed once: at two ranks, 0.2 us less
-/// per call on one H200 (docs/perf.md, 2026-12-01 runs ab-ad); all_reduce_one_step instantiates it
+/// over peers unroll, and every peer's slot address is computed once: loops over a run-time world
+/// are a measurable part of an in-kernel call (docs/perf.md); all_reduce_one_step instantiates it
 /// for two ranks. Peers are visited from the next rank on (rank + 1, rank + 2, ...), so at more
 /// ranks no rank is every sender's first target, and thread k writes the header of the k-th of
 /// them (thread 0 the first peer's, whose packets it stores first: at two ranks, one address).
@@ -97,11 +96,10 @@ ARK_HD bool all_reduce_one_shot_ll(const Ctx& ctx, const T* in, T* out, elem_ran
 
   // 0. `Early` (with the team's size known and a backend that names its channels, ll_packet):
   // every channel's address without its step, computed once here, not again after each store's
-  // memory clobber (where the compiler places that work is its choice). Inside a persistent
-  // kernel, one_step_world<2> took 0.02-0.05 us less per call on one H200; launched calls gained
-  // nothing, and the kernel the host launches for one_step (its dispatch to two ranks) lost
-  // 0.04-0.06 us at 8-64 KB, so that dispatch leaves it off (docs/perf.md, runs aq-at; two
-  // ranks measured). Up to four ranks (a few registers a peer); in rank order for the receiving
+  // memory clobber (where the compiler places that work is its choice). It pays inside a
+  // persistent kernel only: a launched call gains nothing, and the kernel the host launches for
+  // one_step (its dispatch to two ranks) is slower with it, so that dispatch leaves it off
+  // (docs/perf.md). Up to four ranks (a few registers a peer); in rank order for the receiving
   // side, so that the unrolled loops index them with constants (our own rank's is unused)
   using channel = typename channel_of<Ctx>::type;
   constexpr bool early = Early && World > 1 && World <= 4 && !std::is_void_v<channel>;
@@ -219,16 +217,15 @@ ARK_HD bool all_reduce_one_shot(const Ctx& ctx, const T* in, T* out, std::size_t
 
 /// The one-shot all-reduce of shares that fit one LL step, alone (algo::one_step): the latency
 /// path of all_reduce_one_shot without its pipelined path compiled beside it. That path's code,
-/// though never run for such shares, made a call inside a persistent kernel 0.25-0.43 us slower
-/// on one H200 (docs/perf.md, 2026-12-01 runs ab-af). The protocol is one_shot's, so a rank's
-/// one_step call meets a peer's one_shot call of the same count over the same backend and
-/// workers. A share that does not fit (one_step_max_elems) fails the call with
-/// errc::unsupported, alike on every rank that calls one_step (a peer on one_shot would wait for
-/// it: a timeout); an empty share returns at once.
+/// though never run for such shares, slows a call inside a persistent kernel (docs/perf.md).
+/// The protocol is one_shot's, so a rank's one_step call meets a peer's one_shot call of the same
+/// count over the same backend and workers. A share that does not fit (one_step_max_elems) fails
+/// the call with errc::unsupported, alike on every rank that calls one_step (a peer on one_shot
+/// would wait for it: a timeout); an empty share returns at once.
 /// `World` (algo::one_step_world): the team's size, fixed when the kernel is compiled; only that
 /// size's path is compiled, and a team of another size fails the call with errc::unsupported.
 /// 0: any size; two ranks take a path of their own (without all_reduce_one_shot_ll's `Early`,
-/// which cost this kernel 0.04-0.06 us at 8-64 KB, launched from the host).
+/// which slows this kernel, launched from the host).
 template <ending E = ending::barrier, int World = 0, class Ctx, class T, class Op>
 ARK_HD bool all_reduce_one_step(const Ctx& ctx, const T* in, T* out, std::size_t count, const Op& op) {
   static_assert(Ctx::backend::ll, "ark: algo::one_step runs over LL packets (dma::ll_packet)");

@@ -5,15 +5,15 @@
 // kernel except, for an all-reduce, short reduction kernels on a bounded number of blocks.
 // On GPUs each step below is work on a stream: a copy (a copy engine), or flag writes and the
 // waits after them: one block of one warp that writes, then spins on the flags, bounded by the
-// timeout (ce_flags_work). Waits are kernels, not stream wait operations, because blocked
-// stream waits cost a GEMM beside them far more (docs/perf.md: +27 % already for a wait that is
-// satisfied at once, +100 % for waits on a peer, against +12 % for copies and writes). Writes
-// ride in the kernel of the waits that follow them, and are dropped once the rank recorded a
-// failure: a stream memory operation could not be, and a flag written behind a wait that failed
-// let a late peer finish with mixed data and no error. Since a write is held back until the
-// next wait, a call loads its kernels before it enqueues anything (ce_ops::preload): under lazy
-// module loading, CUDA's default, a first launch in mid-call waits for the kernels in its
-// context, its own waits included, while the peer waits for the write held back (a deadlock).
+// timeout (ce_flags_work). Waits are kernels, not stream wait operations, because stream waits
+// slow a GEMM beside them far more than the copies do, or than a warp that spins, even when the
+// wait is satisfied at once (docs/perf.md). Writes ride in the kernel of the waits that follow
+// them, and are dropped once the rank recorded a failure: a stream memory operation could not be,
+// and a flag written behind a wait that failed would let a late peer finish with mixed data and
+// no error. Since a write is held back until the next wait, a call loads its kernels before it
+// enqueues anything (ce_ops::preload): under lazy module loading, CUDA's default, a first launch
+// in mid-call waits for the kernels in its context, its own waits included, while the peer waits
+// for the write held back (a deadlock).
 // On the host platform the same steps run at once (the model our host tests exercise).
 //
 // Flags (layout::ce_flag, written by the peer named): `ready` (the peer may write into our
@@ -141,8 +141,8 @@ struct ce_flags_work {
         if (seen == value) break;
         P::pause(spins);
         // a later wait of a call that already failed gives up at once: keep_waiting reads the
-        // rank's claim word (device memory; the error record in host memory, read by every
-        // polling block once it waited 100 us, made a PCIe read storm of 128 pollers)
+        // rank's claim word, in device memory, so that polling blocks do not all read the error
+        // record in host memory (a PCIe read storm that slows the copies beside them)
         if ((spins & 63u) == 63u && !ctx.keep_waiting(clock, wait_kind::data, peers[i], value, seen)) break;
       }
     }

@@ -139,8 +139,8 @@ struct device_comm {
       // slot or read from their own (dma::wait_credit, every backend's open_recv, and the LL
       // latency path, which waits for no credit): the failed call did not pass its step, so they
       // would use that step while a late peer may still read or write it. Not here at the start:
-      // a branch on the round word there held back the call's input loads, +0.3 us per
-      // graph-launched small call (docs/perf.md, 2026-12-01).
+      // a branch on the round word there makes the call's input loads wait for the round's load,
+      // one more memory round trip per freshly launched call (docs/perf.md).
       if (!g.sync_any(!ok)) return true;
       ctx.mark_failed();
       return false;

@@ -44,9 +44,10 @@ public:
     stop();
     device_ = device;
     // Every stream now, none once calls run: creating a stream can wait for the kernels running
-    // on the GPU to end, and those may wait for this very proxy's copies (yaksa met the same,
-    // pmodels/yaksa#228; docs/perf.md). A stream that never carries work still takes a share of
-    // the GPU's hardware queues (CUDA_DEVICE_MAX_CONNECTIONS); a hang is worse.
+    // on the GPU to end, and those may be waiting for this very proxy's copies: a hang until they
+    // time out (docs/perf.md; yaksa met the same, pmodels/yaksa#228). A stream that never
+    // carries work still takes a share of the GPU's hardware queues (CUDA_DEVICE_MAX_CONNECTIONS);
+    // a hang is worse.
     const unsigned n = lay.workers < max_streams ? lay.workers : max_streams;
     streams_.reserve(n);
     for (unsigned i = 0; i < n; ++i) streams_.push_back(P::create_stream(device, priority));

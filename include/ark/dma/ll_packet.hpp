@@ -12,12 +12,12 @@
 // to name a mismatch (ll_reader::poll); the pipelined path still checks it first (open_recv).
 // What the tag costs. A half is single-copy atomic, a packet is not (HIP stores and loads its
 // halves as two words; CUDA's 16-byte accesses are atomic only per 8 bytes; the host backend uses
-// two words): a reader may see a fresh first half with a stale second one. Before the tag, that
-// stale half always carried another flag; now, if it comes from another call, it carries the same
-// one with odds of 2^-32 (call_desc::tag is mixed so that nearby steps and counts follow no pattern
-// that meets). A packet from this step of a call that differs from ours in anything but a count
-// that fits 32 bits passes with the same odds, per pair of calls. Either would give a wrong result
-// where the header check gave an error.
+// two words): a reader may see a fresh first half with a stale second one. Without the tag, that
+// stale half would always carry another flag; with it, if it comes from another call, it carries
+// the same one with odds of 2^-32 (call_desc::tag is mixed so that nearby steps and counts follow
+// no pattern that meets). A packet from this step of a call that differs from ours in anything
+// but a count that fits 32 bits passes with the same odds, per pair of calls. Either would give a
+// wrong result where the header check gives an error.
 #pragma once
 
 #include "ark/dma/thread_copy.hpp"

@@ -150,11 +150,11 @@ public:
   /// timed by `clock` has lasted too long or the communicator was aborted. The clock starts here,
   /// at the first call: it is read only by waits that outlast 64 spins (on a GPU a read of the
   /// global timer is itself a slow round trip), and a wait's bound counts from there.
-  /// The abort flag lives in host memory: from a GPU, a read is a PCIe round trip, and when every
-  /// polling thread (up to 64 Ki per rank) read it every 64 spins, their reads queued for hundreds
-  /// of microseconds. That delayed the rank's next call, so its peer's waits outlasted
-  /// abort_poll_ns too and read it in turn: a state that kept both GPUs at ~600 µs per call
-  /// (docs/perf.md, run k). So the scope's first two threads read it once per abort_poll_ns of
+  /// The abort flag lives in host memory: from a GPU, a read is a PCIe round trip, and if every
+  /// polling thread (up to 64 Ki per rank) read it every 64 spins, their reads would queue for
+  /// hundreds of microseconds. That would delay the rank's next call, so its peer's waits would
+  /// outlast abort_poll_ns too and read it in turn: a stall that feeds itself, on both GPUs
+  /// (docs/perf.md). So the scope's first two threads read it once per abort_poll_ns of
   /// waiting (two: where thread p waits for peer p, rank 0's thread 0 has no peer) and the others
   /// once per 100: an abort ends the wait of the thread that sees it, and failed_here() the
   /// others' (within 10 ms when neither of the two is waiting). A wait that outlasts 10 ms still

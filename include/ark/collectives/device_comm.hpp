@@ -113,7 +113,7 @@ struct device_comm {
     } else {
       static_assert(dma_backend<B>, "ark: B is not a DMA backend (see ark/concepts/dma_backend.hpp)");
       bool served = true;
-      if constexpr (requires { B::served(team); }) served = B::served(team);
+      if constexpr (dma::queue_backend<B>) served = B::served(team);
       if (worker >= workers || workers > team.lay.workers || B::depth > team.lay.max_depth() ||
           (!B::direct && !team.lay.has_staging()) || !served) {
         if (g.thread_rank() == 0)

@@ -24,14 +24,15 @@
 //        tx(ctx, peer, step) / rx(ctx, peer, step)   per-thread views a pass stores to / loads from,
 //        whose store(i, v) and load(ctx, i, v) move vec<vec_bytes> number i of the step's payload.
 //
-// Models: dma::thread_copy (threads store 16-byte vectors into peer memory), dma::ll_packet (data
+// The concept is checked against an archetype context (detail::archetype_context), so it knows
+// none of its models. Models: dma::thread_copy (threads store 16-byte vectors into peer memory), dma::ll_packet (data
 // and flag in one store; the receiver polls the data itself), dma::proxy_engine (a thread per rank
 // drains a request queue: the software model of a GPU-driven DMA engine).
 #pragma once
 
 #include "ark/concepts/scope.hpp"
-#include "ark/dma/common.hpp"
-#include "ark/platform/host.hpp"
+#include "ark/core/error.hpp"
+#include "ark/core/vec.hpp"
 
 #include <concepts>
 #include <cstddef>
@@ -39,13 +40,37 @@
 #include <type_traits>
 
 namespace ark {
+namespace dma {
+
+/// Tag a DMA backend names as `using dma_concept = ark::dma::backend_tag;`.
+struct backend_tag {};
+
+/// The peers a channel operation addresses: one rank, or every rank but ourselves.
+struct peers {
+  int one = -1;
+  ARK_HD static peers all() { return {-1}; }
+  ARK_HD static peers only(int p) { return {p}; }
+};
+
+} // namespace dma
+
+namespace detail {
+/// The concept's stand-in for a call's context (team/context.hpp): backends are templates of
+/// their context, and the concept asks only that their operations can be called with one. Its
+/// platform is named, never used (checking a call instantiates no backend's body).
+struct archetype_platform {};
+struct archetype_context {
+  using platform = archetype_platform;
+  single_thread_scope g;
+};
+} // namespace detail
 
 template <class B>
 concept dma_backend = std::same_as<typename B::dma_concept, dma::backend_tag> &&(B::depth >= 1) &&
                       (B::vec_bytes == 8 || B::vec_bytes == 16) &&
                       std::is_same_v<decltype(B::ll), const bool>&& std::
                           is_same_v<decltype(B::id), const std::uint8_t>&& requires(
-                              const context<platform::host, B, single_thread_scope>& ctx, void* p,
+                              const detail::archetype_context& ctx, void* p,
                               const void* cp, std::size_t n, std::uint64_t* f, const std::uint64_t* cf,
                               std::uint64_t v, dma::peers ps, vec<B::vec_bytes>& x) {
   { B::put(ctx, p, cp, n) } -> std::same_as<bool>;

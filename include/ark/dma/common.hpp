@@ -2,6 +2,7 @@
 // threads of a scope divide per-peer work, and byte copies that respect a buffer's end.
 #pragma once
 
+#include "ark/concepts/dma_backend.hpp"
 #include "ark/core/vec.hpp"
 #include "ark/team/context.hpp"
 
@@ -13,16 +14,6 @@ namespace ark::dma {
 
 // load_prefix and store_prefix's byte paths assemble and split words with shifts
 static_assert(std::endian::native == std::endian::little, "ark: byte paths assume little-endian words");
-
-/// Tag a DMA backend names as `using dma_concept = ark::dma::backend_tag;`.
-struct backend_tag {};
-
-/// The peers a channel operation addresses: one rank, or every rank but ourselves.
-struct peers {
-  int one = -1;
-  ARK_HD static peers all() { return {-1}; }
-  ARK_HD static peers only(int p) { return {p}; }
-};
 
 /// Runs f(peer) for the peers in `ps`, each peer on one thread of the scope (thread 0 for a single
 /// peer). Returns false in this thread if f failed here; callers combine with g.sync_any.

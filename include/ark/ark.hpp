@@ -2,10 +2,10 @@
 //
 // Layers, bottom to top (docs/architecture.md):
 //   concepts/     device, scope, dma_backend, reduce_op, bootstrap: the contracts
-//   platform/     models of `device`: host (CPU threads), cuda, hip
-//   scope/        models of `scope`: host_team, block_scope
+//   platform/     models of `device`: host (CPU threads), cuda, hip; and the models of `scope`
+//                 their launches construct: host_team, block_scope
 //   team/         symmetric-region layout, the team handle, the per-call context
-//   dma/          models of `dma_backend`: thread_copy, ll_packet, proxy_engine
+//   dma/          models of `dma_backend`: thread_copy, ll_packet, proxy_engine, tma (sm_90)
 //   algorithms/   one-shot, two-shot, ring, direct: written once against the concepts
 //   collectives/  device_comm (called from kernels) and communicator (called from the host)
 #pragma once
@@ -23,10 +23,7 @@
 #include "ark/core/float16.hpp"
 #include "ark/ops/builtin.hpp"
 
-#include "ark/platform/host.hpp"
-#if defined(ARK_GPU_COMPILER)
-#include "ark/platform/gpu.hpp"
-#endif
+#include "ark/platform/platform.hpp"
 
 #include "ark/algorithms/algorithms.hpp"
 #include "ark/bootstrap/in_process.hpp"

@@ -10,26 +10,31 @@
 //   memcpy node (peer copy, a copy engine)  ->  1-thread kernel node "signal"
 //
 // and a launcher kernel (one warp, itself a device-launchable graph) runs beside each call: it
-// takes the workers' requests in order and fires the matching graph with
-// cudaGraphLaunch(..., cudaStreamGraphFireAndForget). Before each launch it writes the request's
-// flag and value into the slot's ticket; the signal node raises that flag once the copy landed
-// and counts the request completed. Launched graphs run in any order, so the signal node of a
-// channel's k-th copy first waits (bounded) until the (k-1)-th landed: a receiver's head flag
-// only grows and never runs ahead of its data.
+// takes the workers' requests in order and fires the matching graph, fire and forget
+// (platform/cuda/graphs.hpp). Before each launch it writes the request's flag and value into the
+// slot's ticket; the signal node raises that flag once the copy landed and counts the request
+// completed. Launched graphs run in any order, so the signal node of a channel's k-th copy first
+// waits (bounded) until the (k-1)-th landed: a receiver's head flag only grows and never runs
+// ahead of its data.
 //
-// Limits of the mechanism (../shared/REFERENCE.md): one graph execution may fire at most 120
-// device launches, so the launcher re-arms itself with a tail launch of its own graph; a launch
-// costs ~2 us and a copy's trigger-to-flag round trip ~7 us, so this path is for large slots
-// (MB) and for running beside compute, not for small messages. The launcher serves one call: each
-// worker's last request of a call is a `request_end` (proxy_engine::finish), and the launcher
-// returns once every worker of the call posted it. Not graph-capturable (the launcher is a
-// device-launch graph of its own).
+// Limits of the mechanism: one graph execution may fire at most 120 device launches, so the
+// launcher re-arms itself with a tail launch of its own graph; a device launch and a copy's
+// trigger-to-flag round trip each cost microseconds (docs/perf.md), so this path is for large
+// slots (MB) and for running beside compute, not for small messages. The launcher serves one
+// call: each worker's last request of a call is a `request_end` (proxy_engine::finish), and the
+// launcher returns once every worker of the call posted it. Not graph-capturable (the launcher
+// is a device-launch graph of its own).
 //
-// The routing of a request to its graph (graph_route) is plain code shared with the host tests.
+// The routing of a request to its graph (graph_route), the launcher loop (serve_call) and the
+// signal step (try_signal) are plain code shared with the host model (host_graph_engine), which
+// the host tests run. The GPU engine below them builds and launches its graphs through the
+// platform (platform/gpu_graphs.hpp) and exists where that has device graph launch
+// (ARK_HAS_DEVICE_GRAPH_LAUNCH, config.hpp).
 #pragma once
 
 #include "ark/dma/common.hpp"
 #include "ark/dma/engine_queue.hpp"
+#include "ark/platform/gpu_graphs.hpp"
 #include "ark/platform/host.hpp"
 #include "ark/team/team.hpp"
 
@@ -39,10 +44,6 @@
 #include <mutex>
 #include <thread>
 #include <vector>
-
-#if defined(ARK_HAS_DEVICE_GRAPH_LAUNCH)
-#include "ark/platform/gpu.hpp"
-#endif
 
 namespace ark::dma {
 
@@ -406,6 +407,9 @@ private:
   std::atomic<std::uint64_t> launches_{0}, executions_{0}, refusals_{0};
 };
 
+// The GPU engine: only where device code can launch graphs. This #if is on a feature macro of
+// config.hpp, not on a vendor: dma::graph_engine is a type that exists or does not, and the
+// communicator names it under the same macro.
 #if defined(ARK_HAS_DEVICE_GRAPH_LAUNCH)
 
 namespace detail {
@@ -428,17 +432,16 @@ __global__ void graph_signal_kernel(graph_state v, std::uint32_t ticket) {
 }
 
 /// The launcher graph's kernel: one thread serves the call; re-arms itself with a tail launch
-/// of its own graph before CUDA's limit of fire-and-forget launches per execution.
+/// of its own graph before the limit of fire-and-forget launches per execution.
 template <int = 0>
-__global__ void graph_launcher_kernel(graph_state v, cudaGraphExec_t* graphs) {
+__global__ void graph_launcher_kernel(graph_state v, ark::detail::rt::graph_exec_t* graphs) {
   using P = platform::gpu;
-  if (threadIdx.x != 0) return;
+  if (block_scope{}.thread_rank() != 0) return;
   auto launch = [&](std::uint32_t ticket, unsigned cls) {
-    return cudaGraphLaunch(graphs[ticket * v.classes + cls], cudaStreamGraphFireAndForget) == cudaSuccess;
+    return ark::detail::rt::graph_launch_fire_and_forget(graphs[ticket * v.classes + cls]);
   };
   const serve_end e = serve_call<P>(v, launch, [] { return true; });
-  if (e == serve_end::rearm &&
-      cudaGraphLaunch(cudaGetCurrentGraphExec(), cudaStreamGraphTailLaunch) != cudaSuccess)
+  if (e == serve_end::rearm && !ark::detail::rt::graph_tail_launch_self())
     record_error<P>(v.team, errc::platform, static_cast<std::uint32_t>(wait_kind::engine), -1, 0, 0, 2, 0);
 }
 
@@ -447,6 +450,8 @@ __global__ void graph_launcher_kernel(graph_state v, cudaGraphExec_t* graphs) {
 /// The engine of one rank: the copy graphs, the launcher graph and the stream it runs on.
 class graph_engine {
 public:
+  using stream = platform::gpu::stream;
+
   graph_engine() = default;
   graph_engine(const graph_engine&) = delete;
   graph_engine& operator=(const graph_engine&) = delete;
@@ -468,7 +473,7 @@ public:
     const std::size_t tickets = std::size_t(l.workers) * l.world * l.slots,
                       chans = std::size_t(l.workers) * l.world;
     const std::size_t bytes =
-        tickets * sizeof(graph_ticket) + 2 * chans * 8 + 8 + tickets * classes * sizeof(void*);
+        tickets * sizeof(graph_ticket) + 2 * chans * 8 + 8 + tickets * classes * sizeof(rt::graph_exec_t);
     rt::check(rt::malloc(&mem_, bytes), "allocate graph engine state");
     platform::gpu::zero(mem_, bytes);
     auto* p = static_cast<std::byte*>(mem_);
@@ -477,14 +482,14 @@ public:
     view_.chan_seq = reinterpret_cast<std::uint64_t*>(p + tickets * sizeof(graph_ticket));
     view_.chan_landed = view_.chan_seq + chans;
     view_.ended = view_.chan_landed + chans;
-    graphs_ = reinterpret_cast<cudaGraphExec_t*>(view_.ended + 1);
+    graphs_ = reinterpret_cast<rt::graph_exec_t*>(view_.ended + 1);
     view_.classes = classes;
     view_.timeout_ns = engine_timeout_ns(t.timeout_ns);
     stream_ = platform::gpu::create_stream(device, priority);
-    rt::check(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming), "create event");
-    rt::check(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming), "create event");
+    rt::check(rt::event_create_untimed(&fork_), "create event");
+    rt::check(rt::event_create_untimed(&join_), "create event");
 
-    std::vector<cudaGraphExec_t> table(tickets * classes, nullptr);
+    std::vector<rt::graph_exec_t> table(tickets * classes, nullptr);
     for (unsigned w = 0; w < l.workers; ++w)
       for (int peer = 0; peer < t.world; ++peer) {
         if (peer == t.rank) continue;
@@ -493,51 +498,52 @@ public:
           for (unsigned k = 0; k < classes; ++k) table[ticket * classes + k] = instantiate_copy(ticket, k);
         }
       }
-    platform::gpu::copy(graphs_, table.data(), table.size() * sizeof(void*));
+    platform::gpu::copy(graphs_, table.data(), table.size() * sizeof(rt::graph_exec_t));
     launcher_ = instantiate_launcher();
-    rt::check(cudaStreamSynchronize(stream_), "upload graphs");
+    rt::check(rt::stream_synchronize(stream_), "upload graphs");
   }
 
-  /// Throws before anything is enqueued if `s` is being captured into a CUDA graph.
-  static void check_capturable(cudaStream_t s) {
-    if (ark::detail::rt::is_capturing(s))
+  /// Throws before anything is enqueued if `s` is being captured into a graph.
+  static void check_capturable(stream s) {
+    if (platform::gpu::capturing(s))
       ark::detail::throw_invalid("proxy_engine", "served by device graphs (engine_path::device_graphs), it "
                                                  "cannot be captured in a CUDA graph: its launcher is a "
                                                  "device-launch graph of its own");
   }
 
   /// Marks where on `s` the call begins (before its kernel is enqueued).
-  void mark(cudaStream_t s) { ark::detail::rt::check(cudaEventRecord(fork_, s), "record event"); }
+  void mark(stream s) { ark::detail::rt::check(ark::detail::rt::event_record(fork_, s), "record event"); }
   /// Once the call's kernel is enqueued on `s`: runs the launcher beside it (ordered after what
   /// preceded the call on `s`) and makes the rest of `s` wait until the launcher has served it.
   /// If enqueueing the kernel failed, no launcher was started.
-  void serve(cudaStream_t s) {
+  void serve(stream s) {
     namespace rt = ark::detail::rt;
-    rt::check(cudaStreamWaitEvent(stream_, fork_, 0), "wait event");
-    rt::check(cudaGraphLaunch(launcher_, stream_), "launch the graph engine's launcher");
-    rt::check(cudaEventRecord(join_, stream_), "record event");
-    rt::check(cudaStreamWaitEvent(s, join_, 0), "wait event");
+    rt::check(rt::stream_wait_event(stream_, fork_), "wait event");
+    rt::check(rt::graph_launch(launcher_, stream_), "launch the graph engine's launcher");
+    rt::check(rt::event_record(join_, stream_), "record event");
+    rt::check(rt::stream_wait_event(s, join_), "wait event");
   }
 
   /// Waits until no launcher runs.
   void quiesce() {
     if (!mem_) return;
     (void)ark::detail::rt::set_device(device_);
-    (void)cudaStreamSynchronize(stream_);
+    (void)ark::detail::rt::stream_synchronize(stream_);
   }
 
   void stop() {
+    namespace rt = ark::detail::rt;
     if (!mem_) return;
-    (void)ark::detail::rt::set_device(device_);
-    (void)cudaStreamSynchronize(stream_);
-    for (auto g : execs_) (void)cudaGraphExecDestroy(g);
+    (void)rt::set_device(device_);
+    (void)rt::stream_synchronize(stream_);
+    for (auto g : execs_) (void)rt::graph_exec_destroy(g);
     execs_.clear();
-    if (launcher_) (void)cudaGraphExecDestroy(launcher_);
+    if (launcher_) (void)rt::graph_exec_destroy(launcher_);
     launcher_ = nullptr;
-    (void)cudaEventDestroy(fork_);
-    (void)cudaEventDestroy(join_);
-    (void)cudaStreamDestroy(stream_);
-    (void)ark::detail::rt::free(mem_);
+    (void)rt::event_destroy(fork_);
+    (void)rt::event_destroy(join_);
+    (void)rt::stream_destroy(stream_);
+    (void)rt::free(mem_);
     mem_ = nullptr;
   }
 
@@ -545,58 +551,51 @@ public:
   std::size_t graphs() const { return execs_.size(); }
 
 private:
-  cudaGraphExec_t instantiate_copy(std::uint32_t ticket, unsigned cls) {
+  /// Copy graph (ticket, cls): the copy, then the signal kernel that raises its ticket's flag.
+  ark::detail::rt::graph_exec_t instantiate_copy(std::uint32_t ticket, unsigned cls) {
     namespace rt = ark::detail::rt;
     const graph_copy c = graph_copy_of(view_.team, ticket, cls);
-    cudaGraph_t g = nullptr;
-    cudaGraphNode_t copy = nullptr, signal = nullptr;
-    rt::check(cudaGraphCreate(&g, 0), "create copy graph");
-    rt::check(cudaGraphAddMemcpyNode1D(&copy, g, nullptr, 0, c.dst, c.src, c.bytes, cudaMemcpyDeviceToDevice),
-              "add copy node");
-    cudaKernelNodeParams kp{};
+    rt::graph_t g = nullptr;
+    rt::graph_node_t copy = nullptr, signal = nullptr;
+    rt::check(rt::graph_create(&g), "create copy graph");
+    rt::check(rt::graph_add_copy(&copy, g, c.dst, c.src, c.bytes), "add copy node");
     void* args[] = {&view_, &ticket};
-    kp.func = reinterpret_cast<void*>(&detail::graph_signal_kernel<0>);
-    kp.gridDim = dim3(1);
-    kp.blockDim = dim3(1);
-    kp.kernelParams = args;
-    rt::check(cudaGraphAddKernelNode(&signal, g, &copy, 1, &kp), "add signal node");
-    cudaGraphExec_t e = nullptr;
-    const cudaError_t err = cudaGraphInstantiateWithFlags(&e, g, cudaGraphInstantiateFlagDeviceLaunch);
-    (void)cudaGraphDestroy(g);
+    rt::check(rt::graph_add_kernel(&signal, g, &copy, &detail::graph_signal_kernel<0>, 1, args),
+              "add signal node");
+    rt::graph_exec_t e = nullptr;
+    const rt::error_t err = rt::graph_instantiate_for_device_launch(&e, g);
+    (void)rt::graph_destroy(g);
     rt::check(err, "instantiate copy graph for device launch");
     execs_.push_back(e);
-    rt::check(cudaGraphUpload(e, stream_), "upload copy graph");
+    rt::check(rt::graph_upload(e, stream_), "upload copy graph");
     return e;
   }
 
-  cudaGraphExec_t instantiate_launcher() {
+  /// The launcher graph: one kernel node of one warp.
+  ark::detail::rt::graph_exec_t instantiate_launcher() {
     namespace rt = ark::detail::rt;
-    cudaGraph_t g = nullptr;
-    cudaGraphNode_t node = nullptr;
-    rt::check(cudaGraphCreate(&g, 0), "create launcher graph");
-    cudaKernelNodeParams kp{};
+    rt::graph_t g = nullptr;
+    rt::graph_node_t node = nullptr;
+    rt::check(rt::graph_create(&g), "create launcher graph");
     void* args[] = {&view_, &graphs_};
-    kp.func = reinterpret_cast<void*>(&detail::graph_launcher_kernel<0>);
-    kp.gridDim = dim3(1);
-    kp.blockDim = dim3(32);
-    kp.kernelParams = args;
-    rt::check(cudaGraphAddKernelNode(&node, g, nullptr, 0, &kp), "add launcher node");
-    cudaGraphExec_t e = nullptr;
-    const cudaError_t err = cudaGraphInstantiateWithFlags(&e, g, cudaGraphInstantiateFlagDeviceLaunch);
-    (void)cudaGraphDestroy(g);
+    rt::check(rt::graph_add_kernel(&node, g, nullptr, &detail::graph_launcher_kernel<0>, 32, args),
+              "add launcher node");
+    rt::graph_exec_t e = nullptr;
+    const rt::error_t err = rt::graph_instantiate_for_device_launch(&e, g);
+    (void)rt::graph_destroy(g);
     rt::check(err, "instantiate launcher graph for device launch");
-    rt::check(cudaGraphUpload(e, stream_), "upload launcher graph");
+    rt::check(rt::graph_upload(e, stream_), "upload launcher graph");
     return e;
   }
 
   int device_ = 0;
   void* mem_ = nullptr;
   graph_state view_{};
-  cudaGraphExec_t* graphs_ = nullptr; ///< device memory: [ticket * classes + class]
-  cudaStream_t stream_ = nullptr;
-  cudaEvent_t fork_ = nullptr, join_ = nullptr;
-  cudaGraphExec_t launcher_ = nullptr;
-  std::vector<cudaGraphExec_t> execs_;
+  ark::detail::rt::graph_exec_t* graphs_ = nullptr; ///< device memory: [ticket * classes + class]
+  stream stream_ = nullptr;
+  platform::gpu::event fork_ = nullptr, join_ = nullptr;
+  ark::detail::rt::graph_exec_t launcher_ = nullptr;
+  std::vector<ark::detail::rt::graph_exec_t> execs_;
 };
 
 #endif // ARK_HAS_DEVICE_GRAPH_LAUNCH

@@ -4,13 +4,20 @@
 // through peer access (checked: a clear error if two GPUs cannot reach each other); ranks in
 // different processes exchange IPC handles. Flags use system-scope acquire/release; control
 // blocks are mapped pinned host memory, so the host reads errors and writes abort flags while
-// kernels run. A launch is one kernel: a block per worker.
+// kernels run. A launch is one kernel: a block per worker, each block's threads a block_scope.
+//
+// Vendor spellings are not here: runtime calls are detail::rt names (platform/gpu_runtime.hpp,
+// spelled in platform/cuda/ and platform/hip/), device atomics detail::gpu names
+// (platform/gpu_atomics.hpp). The #ifs left in this file choose between the device pass and the
+// host pass of one compilation, and name the platform (cuda or hip) at the end.
 #pragma once
 
 #include "ark/concepts/device.hpp"
+#include "ark/core/vec.hpp"
 #include "ark/platform/gpu_atomics.hpp"
 #include "ark/platform/gpu_runtime.hpp"
-#include "ark/scope/gpu.hpp"
+#include "ark/platform/gpu_scope.hpp"
+#include "ark/platform/host.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -22,17 +29,12 @@
 #include <vector>
 #include <unistd.h>
 
-#if defined(ARK_COMPILER_CUDA)
-#define ARK_GRID_CONSTANT __grid_constant__
-#else
-#define ARK_GRID_CONSTANT
-#endif
-
 namespace ark {
 namespace detail {
 /// Threads per worker the collective kernel is compiled for (communicator checks tuning.threads).
-/// One 512-thread block per SM gives ptxas 128 registers a thread: at 1024 threads it had 64,
-/// and the two-shot and ring kernels spilled to local memory (ncu, docs/perf.md).
+/// One 512-thread block per SM (__launch_bounds__ below) leaves ptxas 128 registers a thread,
+/// which the two-shot and ring kernels need to run without spilling to local memory (at 1024
+/// threads they spilled: docs/perf.md).
 inline constexpr unsigned gpu_max_worker_threads = 512;
 
 /// The kernel create_stream runs once on every stream it makes (a template, so that every
@@ -43,9 +45,9 @@ __global__ void first_use() {}
 /// The collective kernel: work(g, worker, workers) in every block. A work with
 /// prepare(worker, workers) computes there, before the wait for the stream's previous kernel,
 /// what depends on its parameters alone, and runs as work(g, prepared) after it: a kernel
-/// launched early (gpu::launch) then does that work while the previous kernel still runs.
-/// Measured on one H200 (two ranks sharing it): a graph-launched 8 B-64 KB all-reduce
-/// 0.34-0.46 us faster (docs/perf.md, run ai).
+/// launched early (gpu::launch) then does that work while the previous kernel still runs
+/// (what it saves: docs/perf.md). Nothing before follow_previous_grid() touches memory the
+/// previous kernel may write: prepare() reads only the work's own parameters.
 template <class F>
 __global__ void __launch_bounds__(gpu_max_worker_threads, 1) run_workers(const ARK_GRID_CONSTANT F work) {
   block_scope g;
@@ -415,12 +417,11 @@ private:
 
 public:
   // 6. execution -------------------------------------------------------------------------------
-  /// A non-blocking stream; `priority` as cudaStreamCreateWithPriority (lower runs first), clamped
-  /// to the device's range. Used once (an empty kernel, waited for) before it is returned: where
-  /// ranks share a GPU, a stream's first use, like its making, can wait for the kernels running in
-  /// the context, a peer's waiting for this rank among them (docs/perf.md, runs ci and cj: a case with
-  /// four streams a rank timed out in 8 of 22 runs at three ranks on one H200, 0 of 10 with every
-  /// stream used once before the first call).
+  /// A non-blocking stream; `priority` as the runtime's stream priorities (lower runs first),
+  /// clamped to the device's range. Used once (an empty kernel, waited for) before it is
+  /// returned: where ranks share a GPU, a stream's first use, like its making, can wait for the
+  /// kernels running in the context, a peer's waiting for this rank among them; streams are made
+  /// before a communicator's first call, so that wait never comes during a call (docs/perf.md).
   static stream create_stream(int device, int priority = 0) {
     detail::rt::check(detail::rt::set_device(device), "set device");
     stream s{};
@@ -533,14 +534,14 @@ public:
       detail::rt::check(detail::rt::stream_device(s, &device), "find the stream's device");
       detail::rt::check(detail::rt::set_device(device), "set device");
     }
-#if defined(ARK_COMPILER_CUDA) // HIP has no programmatic dependent launch: a plain launch
-    if (shape.early && early_capable<F>()) {
-      detail::rt::check(
-          detail::rt::launch_early(&detail::run_workers<F>, shape.workers, shape.threads, s, work),
-          "launch collective kernel");
-      return;
+    if constexpr (detail::rt::has_early_launch) { // HIP has no programmatic dependent launch
+      if (shape.early && early_capable<F>()) {
+        detail::rt::check(
+            detail::rt::launch_early(&detail::run_workers<F>, shape.workers, shape.threads, s, work),
+            "launch collective kernel");
+        return;
+      }
     }
-#endif
     detail::run_workers<F><<<shape.workers, shape.threads, 0, s>>>(work);
     detail::rt::check(detail::rt::get_last_error(), "launch collective kernel");
   }

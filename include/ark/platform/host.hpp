@@ -3,12 +3,13 @@
 //
 // Peer-visible memory is ordinary memory shared by the threads of one process; atomics are
 // std::atomic_ref at sequentially consistent or acquire/release order; a launch runs the work on
-// a pool of threads that the rank's stream owns and returns when all of them are done.
+// a pool of threads that the rank's stream owns, each worker's threads a host_team
+// (platform/host_team.hpp), and returns when all of them are done.
 #pragma once
 
 #include "ark/concepts/device.hpp"
 #include "ark/core/error.hpp"
-#include "ark/scope/host_team.hpp"
+#include "ark/platform/host_team.hpp"
 
 #include <atomic>
 #include <chrono>

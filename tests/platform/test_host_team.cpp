@@ -1,5 +1,5 @@
 // The host scope: the team barrier orders memory among its threads and ORs a predicate.
-#include "ark/scope/host_team.hpp"
+#include "ark/platform/host_team.hpp"
 
 #include <doctest/doctest.h>
 

@@ -1,9 +1,17 @@
-// ark/scope/gpu.hpp: scope models on GPUs (CUDA and HIP spell these the same).
+// ark/platform/gpu_scope.hpp: block_scope, the scope a GPU worker's threads form (one thread block).
+//
+// A scope is how a platform runs a worker's threads, so its model lives with the platform that
+// constructs it: platform::gpu's kernel makes one block_scope per block and hands it to the work
+// (platform/gpu.hpp, run_workers). CUDA and HIP spell the block's builtins alike; the one
+// difference, an unoptimized HIP build's sync_any, is below.
 #pragma once
 
 #include "ark/concepts/scope.hpp"
+#include "ark/config.hpp"
 
-#if defined(ARK_GPU_COMPILER)
+#if !defined(ARK_GPU_COMPILER)
+#error "ark/platform/gpu_scope.hpp needs nvcc or hipcc"
+#endif
 
 namespace ark {
 
@@ -34,5 +42,3 @@ struct block_scope {
 static_assert(scope<block_scope>);
 
 } // namespace ark
-
-#endif

@@ -1,4 +1,9 @@
-// ark/scope/host_team.hpp: the scope model of the host backend, a team of CPU threads.
+// ark/platform/host_team.hpp: host_team, the scope a host worker's threads form, and the barrier
+// they share.
+//
+// A scope is how a platform runs a worker's threads, so its model lives with the platform that
+// constructs it: host_stream::run (platform/host.hpp) gives each worker a host_barrier and each of
+// its threads a host_team over it.
 #pragma once
 
 #include "ark/concepts/scope.hpp"
@@ -13,6 +18,9 @@ namespace ark {
 /// Spins briefly, then yields, then sleeps on the generation word: ranks may outnumber cores.
 /// Broken (a thread of the team ended with an exception and will never arrive), it throws
 /// aborted_error in every thread that waits or arrives, so that the team unwinds, never hangs.
+/// any_[g & 1] is generation g's predicate. The last thread to arrive at g clears any_ of g + 1
+/// before it releases g; that word was g - 1's, and every thread has read it, since each reads
+/// its generation's word before it arrives at the next one, and all arrived at g.
 class host_barrier {
 public:
   explicit host_barrier(unsigned n = 1) : n_(n) {}

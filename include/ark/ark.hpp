@@ -7,7 +7,9 @@
 //   team/         symmetric-region layout, the team handle, the per-call context
 //   dma/          models of `dma_backend`: thread_copy, ll_packet, proxy_engine, tma (sm_90)
 //   algorithms/   one-shot, two-shot, ring, direct: written once against the concepts
-//   collectives/  device_comm (called from kernels) and communicator (called from the host)
+//   collectives/  device_comm (called from kernels) and what a launch runs
+//   communicator/ communicator (called from the host), over its runtime, checks, planner,
+//                 registry, engines and copy-engine protocol
 #pragma once
 
 #include "ark/config.hpp"

@@ -15,9 +15,11 @@
 #define ARK_GPU_COMPILER 1
 #define ARK_HD __host__ __device__
 #define ARK_DEVICE __device__
+#define ARK_KERNEL __global__
 #else
 #define ARK_HD
 #define ARK_DEVICE
+#define ARK_KERNEL // a plain function: generic code may define kernels that only GPU builds launch
 #endif
 
 // CUDA with relocatable device code (nvcc -rdc=true, linked with cudadevrt): kernels can launch

@@ -8,8 +8,8 @@
 //   4. g.sync_any(p) is such a barrier that also returns, in every thread, whether p was true in
 //      at least one thread.
 // Every thread of the scope calls the same scope-collective functions in the same order.
-// Models: host_team (ark/scope/host_team.hpp, threads of a host rank), block_scope
-// (ark/scope/gpu.hpp, a CUDA/HIP thread block).
+// Models: host_team (ark/platform/host_team.hpp, threads of a host rank), block_scope
+// (ark/platform/gpu_scope.hpp, a CUDA/HIP thread block): each platform's launch makes its own.
 #pragma once
 
 #include "ark/config.hpp"

@@ -6,8 +6,8 @@
 // is device code: a graph launched "fire and forget" runs apart from the kernel that launched it,
 // in no order with the others; a tail launch runs once the launching graph's execution ended.
 // Only relocatable device code linked with the device runtime (nvcc -rdc=true, cudadevrt) may
-// launch graphs: config.hpp defines ARK_HAS_DEVICE_GRAPH_LAUNCH then, and platform/gpu_graphs.hpp
-// includes this file only then.
+// launch graphs: config.hpp defines ARK_HAS_DEVICE_GRAPH_LAUNCH then, and platform/gpu.hpp includes
+// this file only then (platform::gpu's graph members are made of it).
 #pragma once
 
 #include "ark/platform/cuda/runtime.hpp"

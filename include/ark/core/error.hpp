@@ -73,6 +73,8 @@ struct error_record {
   std::uint64_t step;   // pipeline step or expected flag value
   std::uint64_t mine;   // our value (mismatch) or the value we waited for
   std::uint64_t theirs; // the peer's value (mismatch) or the value we last saw
+  // A mismatch found elsewhere and told to this rank has mine == theirs (no values; peer: the
+  // rank that found it), which a mismatch seen here never has.
 };
 
 inline const char* to_string(errc c) {
@@ -200,8 +202,12 @@ inline std::string describe(const error_record& r, int rank) {
          ", last seen " + std::to_string(r.theirs) + ")";
     break;
   case errc::mismatch:
-    s += " with rank " + std::to_string(r.peer) + ": " + to_string(static_cast<desc_field>(r.what)) + " is " +
-         std::to_string(r.mine) + " here but " + std::to_string(r.theirs) + " there";
+    if (r.mine == r.theirs) // told by the rank that saw it (context::tell_mismatch): no values here
+      s += " reported by rank " + std::to_string(r.peer) + ": its " +
+           to_string(static_cast<desc_field>(r.what)) + " differs from a peer's";
+    else
+      s += " with rank " + std::to_string(r.peer) + ": " + to_string(static_cast<desc_field>(r.what)) +
+           " is " + std::to_string(r.mine) + " here but " + std::to_string(r.theirs) + " there";
     break;
   case errc::aborted:
     s += " while waiting (worker " + std::to_string(r.worker) + ")";

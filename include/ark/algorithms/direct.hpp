@@ -59,7 +59,10 @@ ARK_HD bool all_gather_direct(const Ctx& ctx, const T* in, T* out, std::size_t c
       true);
 }
 
-/// Broadcast: `root`'s `in` lands in every rank's `out`.
+/// Broadcast: `root`'s `in` lands in every rank's `out`. A step of headers comes first
+/// (send_headers): the root opens no step of the others' and the others none of each other's,
+/// so without it the root would store its own output, and a rank its first pieces, with no word
+/// from a rank whose call differs.
 template <class Ctx, class T, class Op>
 ARK_HD bool broadcast_direct(const Ctx& ctx, const T* in, T* out, std::size_t count, int root, const Op& op) {
   using B = typename Ctx::backend;
@@ -78,10 +81,13 @@ ARK_HD bool broadcast_direct(const Ctx& ctx, const T* in, T* out, std::size_t co
           return false;
         B::close_recv(ctx, from, s);
         return true;
-      });
+      },
+      false, true);
 }
 
-/// Reduce: every rank's `in` is folded, in rank order, into `root`'s `out`.
+/// Reduce: every rank's `in` is folded, in rank order, into `root`'s `out`. A step of headers
+/// comes first (send_headers): the other ranks open no step of anyone's, and would finish without
+/// an error when the root's call, or a third rank's, differs from theirs.
 template <class Ctx, class T, class Op>
 ARK_HD bool reduce_direct(const Ctx& ctx, const T* in, T* out, std::size_t count, int root, const Op& op) {
   using B = typename Ctx::backend;
@@ -99,7 +105,8 @@ ARK_HD bool reduce_direct(const Ctx& ctx, const T* in, T* out, std::size_t count
           return false;
         B::close_recv(ctx, all, s);
         return true;
-      });
+      },
+      false, true);
 }
 
 } // namespace ark::algorithms

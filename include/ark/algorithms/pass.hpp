@@ -188,27 +188,57 @@ ARK_HD bool pass(const Ctx& ctx, std::size_t n, const In& in, const Out& out, co
     return ok;
 }
 
+/// A step of headers alone: every rank writes its call's description into every peer's slot for
+/// `step` (send_headers) and checks every peer's (check_headers). A receiver checks the header
+/// of each step it opens, before it stores anything from it; a collective in which a rank opens
+/// no step of some peer's before its first output store (a broadcast's root; a reduce's other
+/// ranks, which store nothing but would finish without an error; a ring all-gather at more than
+/// two ranks, which stores each block as it forwards it but hears of its last peer only at the
+/// round's last hop) opens with such a step, so that a call that differs from any rank's fails
+/// on every rank before any output is stored. In two halves, so that the caller's first data
+/// step travels while it waits. Both scope-collective.
+template <class Ctx>
+ARK_HD bool send_headers(const Ctx& ctx, std::uint64_t step) {
+  using B = typename Ctx::backend;
+  const dma::peers all = dma::peers::all();
+  return B::open_send(ctx, all, step) && B::close_send(ctx, all, step, 0);
+}
+template <class Ctx>
+ARK_HD bool check_headers(const Ctx& ctx, std::uint64_t step) {
+  using B = typename Ctx::backend;
+  const dma::peers all = dma::peers::all();
+  if (!B::open_recv(ctx, all, step)) return false;
+  B::close_recv(ctx, all, step);
+  return true;
+}
+
 /// Walks this worker's share of `count` elements in slot-sized pieces, one pipeline step each:
 /// send(off, n, step) pushes a piece to the peers, consume(off, n, step) waits for the peers' piece
 /// and uses it. Sends run Depth steps ahead of consumption, so later pieces travel while earlier
 /// ones are reduced. Ends the call with the number of steps used.
 /// `received_every_step`: every step of this worker received from every peer (see finish()).
+/// `headers`: the pieces' steps follow a step of headers alone (send_headers), checked before
+/// the first consume: for collectives whose consume does not open every peer's step.
 template <class T, class Ctx, class Send, class Consume>
 ARK_HD bool pipeline_pieces(const Ctx& ctx, std::size_t count, Send&& send, Consume&& consume,
-                            bool received_every_step = false) {
+                            bool received_every_step = false, bool headers = false) {
   const elem_range mine = ctx.template partition<T>(count);
   const std::size_t piece = ctx.template piece_elems<T>();
   const std::uint64_t steps = div_up(mine.len, piece);
   const std::uint64_t ahead = min_of<std::uint64_t>(Ctx::backend::depth, steps);
+  headers = headers && steps != 0;
+  const std::uint64_t first = ctx.round + (headers ? 1 : 0);
   auto at = [&](std::uint64_t j, auto& f) {
     const std::size_t off = mine.begin + j * piece;
-    return f(off, min_of(piece, mine.end() - off), ctx.round + j);
+    return f(off, min_of(piece, mine.end() - off), first + j);
   };
+  if (headers && !send_headers(ctx, ctx.round)) return false;
   for (std::uint64_t j = 0; j < ahead; ++j)
     if (!at(j, send)) return false;
+  if (headers && !check_headers(ctx, ctx.round)) return false;
   for (std::uint64_t j = 0; j < steps; ++j)
     if (!at(j, consume) || (j + ahead < steps && !at(j + ahead, send))) return false;
-  return ctx.finish(steps, received_every_step);
+  return ctx.finish(steps + (headers ? 1 : 0), received_every_step);
 }
 
 } // namespace ark::algorithms

@@ -81,8 +81,16 @@ ARK_HD bool ring(const Ctx& ctx, const Chunks& ch, bool rs, bool ag, const Op& o
     return ctx.finish(0);
   }
   const std::uint64_t per_round = (rs ? n - 1 : 0) + (ag ? n - 1 : 0);
+  // Every output store follows a check of every rank's header: in a reduce-scatter (and the
+  // all-reduce's) a chunk is stored only after n - 1 hops, each of which checked the header of
+  // the hop before, so every pair of neighbours but (us, next) has matched, and that chain joins
+  // every rank. An all-gather stores each block as it forwards it, after one checked hop: at two
+  // ranks that hop is the only peer's; at more it spends a step of headers first (send_headers).
+  const bool headers = !rs && n > 2 && rounds != 0;
+  const std::uint64_t first = ctx.round + (headers ? 1 : 0);
+  if (headers && !send_headers(ctx, ctx.round)) return false;
   for (std::uint64_t j = 0; j < rounds; ++j) {
-    const std::uint64_t S = ctx.round + j * per_round;
+    const std::uint64_t S = first + j * per_round;
     std::uint64_t a = S; // first step of the all-gather phase
     if (rs) {
       const int c0 = mod(r - 1);
@@ -108,9 +116,7 @@ ARK_HD bool ring(const Ctx& ctx, const Chunks& ch, bool rs, bool ag, const Op& o
       a = S + n - 1;
     } else if (ag) {
       if (!B::send(ctx, to, S, ch.src(r, j), ch.len(r, j) * sizeof(T))) return false;
-      if (ch.dst(r, j) != ch.src(r, j) &&
-          !pass<T>(ctx, ch.len(r, j), in_local<T>{ch.src(r, j)}, out_local<T>{ch.dst(r, j)}, op, false))
-        return false;
+      if (j == 0 && headers && !check_headers(ctx, ctx.round)) return false;
     }
     if (!ag) continue;
     // engines may still read our input, which the output may alias
@@ -129,9 +135,14 @@ ARK_HD bool ring(const Ctx& ctx, const Chunks& ch, bool rs, bool ag, const Op& o
         return false;
       }
       B::close_recv(ctx, from, rx);
+      // an all-gather's own block: once the round's first step came (see `headers`), and after
+      // it went on to the next rank
+      if (!rs && t == 1 && ch.dst(r, j) != ch.src(r, j) &&
+          !pass<T>(ctx, ch.len(r, j), in_local<T>{ch.src(r, j)}, out_local<T>{ch.dst(r, j)}, op, false))
+        return false;
     }
   }
-  return ctx.finish(rounds * per_round);
+  return ctx.finish(rounds * per_round + (headers ? 1 : 0));
 }
 
 template <class Ctx, class T, class Op>

@@ -71,9 +71,12 @@ public:
     const std::uint64_t v = detail::ce_value(++epoch_, d, pw.place);
     for (int p = 0; p < W; ++p)
       if (receives_from(p)) ops.write(l.ce_flag(t.base[p], me, layout::ce_ready), v);
+    // every receiver ready (its call the same as ours) before the first copy: where launches
+    // are synchronous a failed wait then stops the call before it wrote into any output
+    for (int p = 0; p < W; ++p)
+      if (sends_to(p)) ops.wait(l.ce_flag(local, p, layout::ce_ready), v, p);
     for (int p = 0; p < W; ++p) {
       if (!sends_to(p)) continue;
-      ops.wait(l.ce_flag(local, p, layout::ce_ready), v, p);
       ops.copy(w.base[p] + offset * sizeof(T), in, block);
       ops.write(l.ce_flag(t.base[p], me, layout::ce_sent), v);
     }

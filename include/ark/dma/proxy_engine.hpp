@@ -88,11 +88,27 @@ struct proxy_engine : simple_channel<proxy_engine<Depth>> {
 
   /// Scope-collective, at the end of each call of the worker (device_comm::run, custom calls):
   /// tells a device-graph launcher, which serves one call, that this worker is done posting.
+  /// After a failure (the rank's record claimed), waits until a CPU proxy completed every request
+  /// the worker posted: a call that failed returns before its flush, and its requests still in
+  /// flight would read the caller's buffers, and write into the peers' regions, after it returned
+  /// (after a teardown freed them). Bounded by the timeout and ended by an abort, but not by the
+  /// failure, which ends every other wait (context::keep_waiting). A device-graph launcher needs
+  /// none of it: the call's stream waits for it, and it drains a failed rank's requests itself.
   template <class Ctx>
   ARK_HD static void finish(const Ctx& ctx) {
+    using P = typename Ctx::platform;
     ctx.g.sync();
-    if (graphs_serve(ctx.team) && ctx.g.thread_rank() == 0)
+    if (ctx.g.thread_rank() != 0) return;
+    if (graphs_serve(ctx.team)) {
       post(ctx, nullptr, nullptr, 0, nullptr, ctx.workers, request_end);
+    } else if (ctx.failed_here()) {
+      const engine_queue* q = queue(ctx.lay(), ctx.team.engine, ctx.worker);
+      const std::uint64_t posted = P::load_relaxed(&q->posted), t0 = P::now_ns();
+      for (unsigned spins = 0; P::load_acquire(&q->completed) < posted; ++spins) {
+        P::pause(spins);
+        if ((spins & 63u) == 63u && (P::now_ns() - t0 > ctx.team.timeout_ns || ctx.aborted())) break;
+      }
+    }
   }
 
   /// Waits until the engine has completed every request this worker posted.

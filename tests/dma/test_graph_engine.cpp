@@ -139,7 +139,8 @@ TEST_CASE(
     }
   }
   engine::finish(ctx); // the call's end: the launcher returns
-  REQUIRE(ctx.wait_geq(&ark::dma::queue(l, t.engine, 0)->completed, steps + steps / 50 + 1, ark::wait_kind::flag, 0));
+  REQUIRE(ctx.wait_geq(&ark::dma::queue(l, t.engine, 0)->completed, steps + steps / 50 + 1,
+                       ark::wait_kind::flag, 0));
   CHECK(service.launches() == steps);
   // waits at most 15 s for done(); returns how long it waited
   auto wait_until = [](auto done) {

@@ -94,9 +94,11 @@ public:
   template <class T, class Op>
   void all_reduce(rank_runtime<P>& rt, const registry<P>& reg, const char* call, const T* in, T* out,
                   std::size_t count, const Op& op, const call_options<P>& o) {
-    static_assert(reduce_op<Op, T>, "ark: Op is not a reduction operator for T (see ark/concepts/reduce_op.hpp)");
+    static_assert(reduce_op<Op, T>,
+                  "ark: Op is not a reduction operator for T (see ark/concepts/reduce_op.hpp)");
     rt.check_usable(call);
-    const call_plan plan = detail::plan_call<collective::all_reduce, algo::two_shot, dma::copy_engine, T>(rt, count, o);
+    const call_plan plan =
+        detail::plan_call<collective::all_reduce, algo::two_shot, dma::copy_engine, T>(rt, count, o);
     if (!count) return;
     const int W = rt.world(), me = rt.rank();
     const auto pw = reg.recv_window(call, out, count, me, W);
@@ -162,7 +164,8 @@ public:
         gather.order_after(fold); // before the writes below: they join the next round's waits
       }
       for (int q = 0; q < W; ++q)
-        if (q != me && k + 2 < rounds) fold.write(l.ce_flag(t.base[q], me, layout::ce_ready + h), value(k + 2));
+        if (q != me && k + 2 < rounds)
+          fold.write(l.ce_flag(t.base[q], me, layout::ce_ready + h), value(k + 2));
       fold.flush(); // `ready` for round k + 2, before the push's wait of that round
       // gather: our result into every peer's recv buffer, once reduced
       if (!mine.len) continue;
@@ -199,8 +202,9 @@ private:
       if constexpr (async_device<P>) {
         if (side) return; // the call's stream was checked
         if (P::capturing(s_))
-          detail::throw_invalid(call, "the copy-engine path cannot be captured in a CUDA graph (its flags carry "
-                                      "a per-call epoch): call it eagerly");
+          detail::throw_invalid(call,
+                                "the copy-engine path cannot be captured in a CUDA graph (its flags carry "
+                                "a per-call epoch): call it eagerly");
         P::use_device(P::stream_device(s_));
       }
       if (!side) preload(w_);

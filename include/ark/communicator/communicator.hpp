@@ -102,8 +102,9 @@ public:
   /// In place when out == in + rank * count.
   template <class A = algo::automatic, class B = dma::automatic, element T, class Op = op::sum>
   void reduce_scatter(const T* in, T* out, std::size_t count, Op op = {}, const call_options<P>& o = {}) {
-    static_assert(!std::is_same_v<B, dma::copy_engine>, "ark: dma::copy_engine offers all_reduce, all_gather and "
-                                                        "broadcast");
+    static_assert(!std::is_same_v<B, dma::copy_engine>,
+                  "ark: dma::copy_engine offers all_reduce, all_gather and "
+                  "broadcast");
     detail::check_elements<T>("reduce_scatter", count, world());
     detail::check_buffer("reduce_scatter", "send buffer", in, count * world());
     detail::check_buffer("reduce_scatter", "recv buffer", out, count);
@@ -119,8 +120,9 @@ public:
     detail::check_buffer("all_gather", "recv buffer", out, count * world());
     detail::check_overlap("all_gather", in, count, out, count * world(), in == out + rank() * count);
     if (o.max_ctas == 0 || std::is_same_v<B, dma::copy_engine>)
-      return ce_.template gather<collective::all_gather>(rt_, reg_, "all_gather", in, out, count, count * world(),
-                                                         rank() * count, -1, in != out + rank() * count, o);
+      return ce_.template gather<collective::all_gather>(rt_, reg_, "all_gather", in, out, count,
+                                                         count * world(), rank() * count, -1,
+                                                         in != out + rank() * count, o);
     if constexpr (!std::is_same_v<B, dma::copy_engine>)
       run<collective::all_gather, A, B>("all_gather", in, out, count, 0, op::sum{}, o);
   }
@@ -134,8 +136,8 @@ public:
     detail::check_buffer("broadcast", "recv buffer", out, count);
     if (rank() == root) detail::check_overlap("broadcast", in, count, out, count, in == out);
     if (o.max_ctas == 0 || std::is_same_v<B, dma::copy_engine>)
-      return ce_.template gather<collective::broadcast>(rt_, reg_, "broadcast", in, out, count, count, 0, root,
-                                                        rank() == root && in != out, o);
+      return ce_.template gather<collective::broadcast>(rt_, reg_, "broadcast", in, out, count, count, 0,
+                                                        root, rank() == root && in != out, o);
     if constexpr (!std::is_same_v<B, dma::copy_engine>)
       run<collective::broadcast, algo::direct, B>("broadcast", in, out, count, root, op::sum{}, o);
   }
@@ -143,8 +145,9 @@ public:
   /// root's out = in reduced over all ranks.
   template <class B = dma::automatic, element T, class Op = op::sum>
   void reduce(const T* in, T* out, std::size_t count, int root, Op op = {}, const call_options<P>& o = {}) {
-    static_assert(!std::is_same_v<B, dma::copy_engine>, "ark: dma::copy_engine offers all_reduce, all_gather and "
-                                                        "broadcast");
+    static_assert(!std::is_same_v<B, dma::copy_engine>,
+                  "ark: dma::copy_engine offers all_reduce, all_gather and "
+                  "broadcast");
     detail::check_elements<T>("reduce", count, 1);
     detail::check_root("reduce", root, world());
     detail::check_buffer("reduce", "send buffer", in, count);
@@ -227,7 +230,8 @@ private:
   template <collective K, class A, class B, class T, class Op>
   void run(const char* call, const T* in, T* out, std::size_t count, int root, const Op& op,
            const call_options<P>& o) {
-    static_assert(reduce_op<Op, T>, "ark: Op is not a reduction operator for T (see ark/concepts/reduce_op.hpp)");
+    static_assert(reduce_op<Op, T>,
+                  "ark: Op is not a reduction operator for T (see ark/concepts/reduce_op.hpp)");
     rt_.check_usable(call);
     const call_plan cp = plan<K, A, B, T>(count, o);
     const launch_shape shape{cp.ctas, rt_.cfg().tuning.threads};
@@ -251,8 +255,8 @@ private:
           return true;
         }
       }
-      engines_.template enqueue<B1>(rt_, turn.s, shape,
-                                    detail::collective_work<P, K, A1, B1, T, Op>{handle, in, out, count, root, op});
+      engines_.template enqueue<B1>(
+          rt_, turn.s, shape, detail::collective_work<P, K, A1, B1, T, Op>{handle, in, out, count, root, op});
       return true;
     });
     rt_.mark_call(turn);

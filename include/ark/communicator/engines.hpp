@@ -51,15 +51,13 @@ public:
     } else {
       proxy_mem_ = P::allocate_control(bytes); // the proxy reads them: host-visible memory
       t.engine = static_cast<std::byte*>(proxy_mem_.device_ptr);
-      proxy_.start(static_cast<std::byte*>(proxy_mem_.host_ptr), t.engine, rt.control_host(), t.lay, cfg.device,
-                   cfg.stream_priority);
+      proxy_.start(static_cast<std::byte*>(proxy_mem_.host_ptr), t.engine, rt.control_host(), t.lay,
+                   cfg.device, cfg.stream_priority);
     }
   }
 
   /// Waits until no launcher runs (before the communicator's end clears the error record).
-  void quiesce() {
-    graphs_.quiesce();
-  }
+  void quiesce() { graphs_.quiesce(); }
 
   /// Stops the servers; frees the queues (which the workers write) only when `memory`.
   void release(bool memory) noexcept {
@@ -91,8 +89,8 @@ public:
 private:
   [[no_unique_address]] proxy_type proxy_;
   [[no_unique_address]] graph_type graphs_;
-  typename P::memory queues_{};              ///< the queues, when device graphs serve them
-  typename P::control_memory proxy_mem_{};   ///< the queues, when a proxy serves them
+  typename P::memory queues_{};            ///< the queues, when device graphs serve them
+  typename P::control_memory proxy_mem_{}; ///< the queues, when a proxy serves them
 };
 
 } // namespace ark

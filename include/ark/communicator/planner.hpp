@@ -28,7 +28,8 @@ std::size_t ce_round_elems(const layout& l, std::size_t ce_chunk_bytes) {
 template <class T>
 std::size_t ce_longest_chunk(std::size_t count, int world) {
   std::size_t longest = 0;
-  for (int r = 0; r < world; ++r) longest = std::max(longest, split({0, count}, world, r, align_elems<T>).len);
+  for (int r = 0; r < world; ++r)
+    longest = std::max(longest, split({0, count}, world, r, align_elems<T>).len);
   return longest;
 }
 
@@ -94,7 +95,8 @@ call_plan plan_call(const rank_runtime<P>& rt, std::size_t count, const call_opt
   }
   constexpr bool one_step = algo::is_one_step<A>;
   if constexpr (algo::fixed_world<A> != 0)
-    if (world != algo::fixed_world<A>) throw_invalid(call, one_step_world_refusal(algo::fixed_world<A>, world));
+    if (world != algo::fixed_world<A>)
+      throw_invalid(call, one_step_world_refusal(algo::fixed_world<A>, world));
   if constexpr (one_step && !std::is_same_v<B, dma::automatic>)
     static_assert(B::ll, "ark: algo::one_step runs over LL packets (dma::ll_packet)");
   p.algorithm = std::is_same_v<A, algo::automatic> ? c.algorithm : A::id;
@@ -118,13 +120,14 @@ call_plan plan_call(const rank_runtime<P>& rt, std::size_t count, const call_opt
     if constexpr (!std::is_same_v<B, dma::automatic> && !ce) vec_bytes = B::vec_bytes;
     const std::size_t most = algorithms::detail::one_step_max_elems<T>(l, p.threads, vec_bytes);
     std::size_t largest = 0;
-    for (unsigned w = 0; w < workers; ++w) largest = std::max(largest, split({0, count}, workers, w, align_elems<T>).len);
+    for (unsigned w = 0; w < workers; ++w)
+      largest = std::max(largest, split({0, count}, workers, w, align_elems<T>).len);
     p.one_step = largest <= most;
     if (one_step && !p.one_step)
-      throw_invalid(call, "algo::one_step needs every worker's share to fit one LL step: " +
-                              std::to_string(largest) + " elements in a share of " + std::to_string(workers) +
-                              " workers, at most " + std::to_string(most) +
-                              " fit (use algo::one_shot, or more workers)");
+      throw_invalid(
+          call, "algo::one_step needs every worker's share to fit one LL step: " + std::to_string(largest) +
+                    " elements in a share of " + std::to_string(workers) + " workers, at most " +
+                    std::to_string(most) + " fit (use algo::one_shot, or more workers)");
   }
   p.scratch_bytes = static_cast<std::size_t>(workers) * l.world *
                     (3 * layout::flag_stride +

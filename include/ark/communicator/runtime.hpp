@@ -295,8 +295,8 @@ private:
   bool has_order_ = false;
   struct {
     stream s{};
-    bool recorded = false; // order_ holds the call's end, or will (its stream is ours)
-  } prev_;                 ///< the previous call's stream (join_previous)
+    bool recorded = false;           // order_ holds the call's end, or will (its stream is ours)
+  } prev_;                           ///< the previous call's stream (join_previous)
   std::atomic<bool> aborted_{false}; // abort() may come from any thread
   unsigned block_cap_ = 0;
   detail::queue_share queue_share_{};

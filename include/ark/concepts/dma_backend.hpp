@@ -25,9 +25,9 @@
 //        whose store(i, v) and load(ctx, i, v) move vec<vec_bytes> number i of the step's payload.
 //
 // The concept is checked against an archetype context (detail::archetype_context), so it knows
-// none of its models. Models: dma::thread_copy (threads store 16-byte vectors into peer memory), dma::ll_packet (data
-// and flag in one store; the receiver polls the data itself), dma::proxy_engine (a thread per rank
-// drains a request queue: the software model of a GPU-driven DMA engine).
+// none of its models. Models: dma::thread_copy (threads store 16-byte vectors into peer memory),
+// dma::ll_packet (data and flag in one store; the receiver polls the data itself), dma::proxy_engine (a
+// thread per rank drains a request queue: the software model of a GPU-driven DMA engine).
 #pragma once
 
 #include "ark/concepts/scope.hpp"
@@ -66,13 +66,14 @@ struct archetype_context {
 } // namespace detail
 
 template <class B>
-concept dma_backend = std::same_as<typename B::dma_concept, dma::backend_tag> &&(B::depth >= 1) &&
-                      (B::vec_bytes == 8 || B::vec_bytes == 16) &&
-                      std::is_same_v<decltype(B::ll), const bool>&& std::
-                          is_same_v<decltype(B::id), const std::uint8_t>&& requires(
-                              const detail::archetype_context& ctx, void* p,
-                              const void* cp, std::size_t n, std::uint64_t* f, const std::uint64_t* cf,
-                              std::uint64_t v, dma::peers ps, vec<B::vec_bytes>& x) {
+concept dma_backend =
+    std::same_as<typename B::dma_concept, dma::backend_tag> &&(B::depth >= 1) &&
+    (B::vec_bytes == 8 || B::vec_bytes == 16) &&
+    std::is_same_v<decltype(B::ll), const bool>&& std::is_same_v<
+        decltype(B::id), const std::uint8_t>&& requires(const detail::archetype_context& ctx, void* p,
+                                                        const void* cp, std::size_t n, std::uint64_t* f,
+                                                        const std::uint64_t* cf, std::uint64_t v,
+                                                        dma::peers ps, vec<B::vec_bytes>& x) {
   { B::put(ctx, p, cp, n) } -> std::same_as<bool>;
   { B::signal(ctx, f, v) } -> std::same_as<void>;
   { B::wait(ctx, cf, v, wait_kind::flag, 0) } -> std::same_as<bool>;

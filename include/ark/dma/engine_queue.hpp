@@ -71,15 +71,16 @@ ARK_HD inline std::uint32_t queue_capacity(const layout& l) { return 2 * l.slots
 
 /// Worker w's queue in a rank's engine memory, and the requests after it.
 ARK_HD inline engine_queue* queue(const layout& l, std::byte* engine, unsigned w) {
-  return reinterpret_cast<engine_queue*>(engine +
-                                         w * (sizeof(engine_queue) + queue_capacity(l) * sizeof(engine_request)));
+  return reinterpret_cast<engine_queue*>(
+      engine + w * (sizeof(engine_queue) + queue_capacity(l) * sizeof(engine_request)));
 }
 ARK_HD inline engine_request* requests(const layout& l, std::byte* engine, unsigned w) {
   return reinterpret_cast<engine_request*>(queue(l, engine, w) + 1);
 }
 /// Bytes of a rank's engine memory: none without staging (no engine backend can run).
 ARK_HD inline std::uint64_t engine_bytes(const layout& l) {
-  return l.has_staging() ? l.workers * (sizeof(engine_queue) + queue_capacity(l) * sizeof(engine_request)) : 0;
+  return l.has_staging() ? l.workers * (sizeof(engine_queue) + queue_capacity(l) * sizeof(engine_request))
+                         : 0;
 }
 
 } // namespace dma

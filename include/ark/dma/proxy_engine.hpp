@@ -76,9 +76,7 @@ struct proxy_engine : simple_channel<proxy_engine<Depth>> {
   /// Whether a call made with this team view will be served. Device graphs serve only calls the
   /// communicator enqueues (a launcher runs beside each): a collective called from inside the
   /// user's own kernel needs engine_path::proxy.
-  ARK_HD static bool served(const team_view& t) {
-    return !graphs_serve(t) || launcher_runs(t);
-  }
+  ARK_HD static bool served(const team_view& t) { return !graphs_serve(t) || launcher_runs(t); }
 
   /// Device graphs copy staging slots alone: their copies are made before any call.
   template <class Ctx>

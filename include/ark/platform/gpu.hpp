@@ -94,8 +94,8 @@ struct gpu : gpu_memory {
   /// A graph "copy `bytes` from src to dst (none if 0), then kernel k<<<1, threads>>>(args...)",
   /// instantiated for device launch and uploaded on s (wait for s before its first launch).
   template <class... A>
-  static graph_exec make_device_graph(stream s, void* dst, const void* src, std::size_t bytes, void (*k)(A...),
-                                      unsigned threads, void** args) {
+  static graph_exec make_device_graph(stream s, void* dst, const void* src, std::size_t bytes,
+                                      void (*k)(A...), unsigned threads, void** args) {
     namespace rt = detail::rt;
     rt::graph_t g = nullptr;
     rt::graph_node_t copy = nullptr, node = nullptr;
@@ -112,15 +112,18 @@ struct gpu : gpu_memory {
     return e;
   }
   /// Launches e on s from the host.
-  static void launch_graph(graph_exec e, stream s) { detail::rt::check(detail::rt::graph_launch(e, s), "launch a graph"); }
+  static void launch_graph(graph_exec e, stream s) {
+    detail::rt::check(detail::rt::graph_launch(e, s), "launch a graph");
+  }
   static void destroy_graph(graph_exec e) { (void)detail::rt::graph_exec_destroy(e); }
   /// Device code: launches e to run apart from the launching kernel and from every other graph
   /// launched so, in any order; false if refused (e's previous execution has not ended).
-  ARK_DEVICE static bool launch_graph_detached(graph_exec e) { return detail::rt::graph_launch_fire_and_forget(e); }
+  ARK_DEVICE static bool launch_graph_detached(graph_exec e) {
+    return detail::rt::graph_launch_fire_and_forget(e);
+  }
   /// Device code: launches the graph whose kernel calls this again, once its execution ended.
   ARK_DEVICE static bool relaunch_own_graph() { return detail::rt::graph_tail_launch_self(); }
 #endif
-
 
   // 1-2. atomics and clock: device code uses the GPU's; host code the host's ---------------------
 #if defined(ARK_DEVICE_PASS)

@@ -96,14 +96,17 @@ struct gpu_memory {
         int ok = 0;
         detail::rt::check(detail::rt::can_access_peer(&ok, device, h.device), "query peer access");
         if (!ok)
-          throw platform_error(std::string(detail::rt::vendor) + ": GPU " + std::to_string(device) + " cannot access GPU " +
-                               std::to_string(h.device) + " (no peer access between them)");
+          throw platform_error(std::string(detail::rt::vendor) + ": GPU " + std::to_string(device) +
+                               " cannot access GPU " + std::to_string(h.device) +
+                               " (no peer access between them)");
         if (detail::first_peer_access(device, h.device))
           detail::rt::check(detail::rt::enable_peer_access(h.device), "enable peer access");
       }
       return reinterpret_cast<void*>(h.address);
     }
-    if (!h.ipc) throw platform_error(std::string(detail::rt::vendor) + ": memory of another process is not IPC-capable");
+    if (!h.ipc)
+      throw platform_error(std::string(detail::rt::vendor) +
+                           ": memory of another process is not IPC-capable");
     if (h.past_end)
       throw platform_error(std::string(detail::rt::vendor) +
                            ": memory of another process runs past the end of its "

@@ -87,6 +87,7 @@ inline const std::vector<std::size_t>& gpu_sizes() {
 ///   TEST_CASE("gpu ...: ..." * needs_gpus(1))
 ///   TEST_CASE("gpu ...: ..." * skip_unless(condition(), "why it cannot run here"))
 struct skip_unless {
+  skip_unless(bool runs_here, const char* reason) : runs(runs_here), why(reason) {}
   bool runs;
   const char* why; // a string literal: doctest keeps the pointer
   void fill(doctest::detail::TestCase& tc) const {

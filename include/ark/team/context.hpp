@@ -163,20 +163,14 @@ public:
   /// wait whose peer went wrong elsewhere (say, a packet of a mismatched call that will never
   /// come) ends with that failure, not at the timeout. And false, with a mismatch recorded, once
   /// a peer told us it found one (tell_mismatch): the peer we wait for may be one that stopped
-  /// because of it (in a ring, a rank hears only from its neighbour). Not a barrier's wait: a
-  /// barrier is no step of a call, and the one that tears a communicator down, after a failure,
-  /// must still meet its peers.
+  /// because of it (in a ring, a rank hears only from its neighbour). The word is read with the
+  /// abort flag, not every 64 spins: a load of device memory on every such turn lengthened every
+  /// device-initiated call, and a told wait still ends within the abort period, not the timeout
+  /// (docs/perf.md). Not a barrier's wait: a barrier is no step of a call, and the one that tears
+  /// a communicator down, after a failure, must still meet its peers.
   ARK_HD bool keep_waiting(wait_clock& clock, wait_kind kind, int peer, std::uint64_t expected,
                            std::uint64_t seen) const {
     if (failed_here()) return false;
-    if (kind != wait_kind::barrier) {
-      if (const std::uint64_t told = P::load_relaxed(lay().told(local())); told != 0) {
-        // mine == theirs: what the teller compared is not known here (describe says so)
-        fail(errc::mismatch, static_cast<std::uint32_t>(told >> 8), static_cast<int>(told & 0xffu) - 1,
-             expected, 0, 0);
-        return false;
-      }
-    }
     const std::uint64_t now = P::now_ns();
     const std::uint64_t period = g.thread_rank() < 2 ? abort_poll_ns : 100 * abort_poll_ns;
     if (clock.start == 0) {
@@ -189,6 +183,14 @@ public:
       if (aborted()) {
         fail(errc::aborted, static_cast<std::uint32_t>(kind), peer, expected, expected, seen);
         return false;
+      }
+      if (kind != wait_kind::barrier) {
+        if (const std::uint64_t told = P::load_relaxed(lay().told(local())); told != 0) {
+          // mine == theirs: what the teller compared is not known here (describe says so)
+          fail(errc::mismatch, static_cast<std::uint32_t>(told >> 8), static_cast<int>(told & 0xffu) - 1,
+               expected, 0, 0);
+          return false;
+        }
       }
     }
     if (now - clock.start > team.timeout_ns) {

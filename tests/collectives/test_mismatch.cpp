@@ -7,6 +7,7 @@
 #include "../support/collective_check.hpp"
 
 #include <chrono>
+#include <type_traits>
 
 using namespace ark_test;
 using namespace std::chrono_literals;
@@ -103,13 +104,27 @@ void call_rank(comm_t& c, int rank, std::size_t n, const mismatch_case& mc, rank
   call<K, A, B, T, Op>(c, src, dst, n, mc.root);
 }
 
+/// A ring all-reduce or reduce-scatter of three ranks or more: a rank whose ring neighbours match
+/// its call never reads the odd call, and nobody tells it (README, "What a mismatch looks like"):
+/// it may wait out the timeout, kept short here.
+template <ark::collective K, class A>
+bool may_time_out(int world) {
+  return std::is_same_v<A, ark::algo::ring> && world >= 3 &&
+         (K == ark::collective::all_reduce || K == ark::collective::reduce_scatter);
+}
+constexpr auto short_bound = 500ms;
+
 /// Runs one case on a fresh world (a failed call leaves a communicator unusable) and checks that
-/// every rank threw a mismatch_error naming the field, in time, its buffers untouched.
+/// every rank threw a mismatch_error naming the field, in time, its buffers untouched (where
+/// may_time_out: at least one rank; the others a mismatch_error or a timeout_error).
 template <ark::collective K, class A, class B>
 void check_mismatch(int world, const mismatch_case& mc) {
   const int odd = world - 1;
+  const bool timeouts_allowed = may_time_out<K, A>(world);
   std::vector<rank_outcome> outcomes(world);
-  test_world w(world, mismatch_config());
+  auto cfg = mismatch_config();
+  if (timeouts_allowed) cfg.timeout = short_bound;
+  test_world w(world, cfg);
   const auto errs = w.try_run([&](comm_t& c, int rank) {
     const bool is_odd = rank == odd;
     const std::size_t n = is_odd && mc.how == differ::count ? mc.odd_count : mc.count;
@@ -124,22 +139,28 @@ void check_mismatch(int world, const mismatch_case& mc) {
   INFO(std::string(ark::to_string(K)), " ", std::string(A::name), " backend ", int(B::id), " depth ",
        B::depth, " world ", world, " differ ", std::string(ark::to_string(field)), " count ", mc.count,
        " odd ", mc.odd_count, " root ", mc.root, std::string(mc.in_place ? " in place" : ""));
+  int mismatches = 0;
   for (int r = 0; r < world; ++r) { // every check goes on after a failed one: the whole picture
     CAPTURE(r);
+    bool timed_out = false;
     if (!errs[r]) {
       FAIL_CHECK("no error");
     } else {
       try {
         std::rethrow_exception(errs[r]);
       } catch (const ark::mismatch_error& e) {
+        ++mismatches;
         CHECK(e.record().what == static_cast<std::uint32_t>(field));
         CHECK(e.record().peer != r);
         CHECK(contains(e.what(), ark::to_string(field)));
+      } catch (const ark::timeout_error& e) {
+        timed_out = true;
+        if (!timeouts_allowed) FAIL_CHECK("expected a mismatch_error, got: " << std::string(e.what()));
       } catch (const std::exception& e) {
         FAIL_CHECK("expected a mismatch_error, got: " << std::string(e.what()));
       }
     }
-    CHECK(outcomes[r].took < prompt);
+    if (!timed_out) CHECK(outcomes[r].took < prompt);
     const auto& o = outcomes[r];
     REQUIRE(o.before.size() == o.after.size());
     std::size_t first_changed = o.before.size();
@@ -148,6 +169,7 @@ void check_mismatch(int world, const mismatch_case& mc) {
     CHECK_MESSAGE(first_changed == o.before.size(),
                   "buffer byte " << first_changed << " of " << o.before.size() << " was written");
   }
+  CHECK(mismatches >= (timeouts_allowed ? 1 : world));
 }
 
 /// The counts every case tries: one LL piece, several pieces of either protocol (more steps than
@@ -185,8 +207,8 @@ void check_backends(std::initializer_list<int> worlds) {
 
 } // namespace
 
-TEST_CASE("mismatch: all_reduce, every algorithm and backend: a mismatch_error on every rank, nothing "
-          "written") {
+TEST_CASE("mismatch: all_reduce, every algorithm and backend: a mismatch_error (a ring's: on one rank at "
+          "least), nothing written") {
   using ark::collective;
   SUBCASE("one_shot") { check_backends<collective::all_reduce, ark::algo::one_shot>({2, 3}); }
   SUBCASE("two_shot") { check_backends<collective::all_reduce, ark::algo::two_shot>({2, 3}); }
@@ -200,8 +222,8 @@ TEST_CASE("mismatch: all_reduce, every algorithm and backend: a mismatch_error o
   }
 }
 
-TEST_CASE("mismatch: reduce_scatter, every algorithm and backend: a mismatch_error on every rank, nothing "
-          "written") {
+TEST_CASE("mismatch: reduce_scatter, every algorithm and backend: a mismatch_error (a ring's: on one rank "
+          "at least), nothing written") {
   using ark::collective;
   SUBCASE("direct") { check_backends<collective::reduce_scatter, ark::algo::direct>({2, 3}); }
   SUBCASE("ring") { check_backends<collective::reduce_scatter, ark::algo::ring>({2, 3, 4}); }

@@ -27,12 +27,8 @@ inline std::string describe(const error_record& r, int rank) {
          ", last seen " + std::to_string(r.theirs) + ")";
     break;
   case errc::mismatch:
-    if (r.mine == r.theirs) // told by the rank that saw it (context::tell_mismatch): no values here
-      s += " reported by rank " + std::to_string(r.peer) + ": its " +
-           to_string(static_cast<desc_field>(r.what)) + " differs from a peer's";
-    else
-      s += " with rank " + std::to_string(r.peer) + ": " + to_string(static_cast<desc_field>(r.what)) +
-           " is " + std::to_string(r.mine) + " here but " + std::to_string(r.theirs) + " there";
+    s += " with rank " + std::to_string(r.peer) + ": " + to_string(static_cast<desc_field>(r.what)) + " is " +
+         std::to_string(r.mine) + " here but " + std::to_string(r.theirs) + " there";
     break;
   case errc::aborted:
     s += " while waiting (worker " + std::to_string(r.worker) + ")";

@@ -74,8 +74,6 @@ struct error_record {
   std::uint64_t step;   // pipeline step or expected flag value
   std::uint64_t mine;   // our value (mismatch) or the value we waited for
   std::uint64_t theirs; // the peer's value (mismatch) or the value we last saw
-  // A mismatch found elsewhere and told to this rank has mine == theirs (no values; peer: the
-  // rank that found it), which a mismatch seen here never has.
 };
 
 inline const char* to_string(errc c) {

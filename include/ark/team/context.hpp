@@ -161,13 +161,10 @@ public:
   /// has every thread read the flag once per 10 ms: a burst, bounded.
   /// Also false, with nothing recorded, once another thread of this rank recorded a failure: a
   /// wait whose peer went wrong elsewhere (say, a packet of a mismatched call that will never
-  /// come) ends with that failure, not at the timeout. And false, with a mismatch recorded, once
-  /// a peer told us it found one (tell_mismatch): the peer we wait for may be one that stopped
-  /// because of it (in a ring, a rank hears only from its neighbour). The word is read with the
-  /// abort flag, not every 64 spins: a load of device memory on every such turn lengthened every
-  /// device-initiated call, and a told wait still ends within the abort period, not the timeout
-  /// (docs/perf.md). Not a barrier's wait: a barrier is no step of a call, and the one that tears
-  /// a communicator down, after a failure, must still meet its peers.
+  /// come) ends with that failure, not at the timeout. Nothing else is read here: a rank is not
+  /// told of a mismatch a peer found (in a ring, a rank whose neighbours match it waits for the
+  /// timeout), because any further read in this function, even once per abort period, lengthened
+  /// every device-initiated call (docs/perf.md).
   ARK_HD bool keep_waiting(wait_clock& clock, wait_kind kind, int peer, std::uint64_t expected,
                            std::uint64_t seen) const {
     if (failed_here()) return false;
@@ -184,14 +181,6 @@ public:
         fail(errc::aborted, static_cast<std::uint32_t>(kind), peer, expected, expected, seen);
         return false;
       }
-      if (kind != wait_kind::barrier) {
-        if (const std::uint64_t told = P::load_relaxed(lay().told(local())); told != 0) {
-          // mine == theirs: what the teller compared is not known here (describe says so)
-          fail(errc::mismatch, static_cast<std::uint32_t>(told >> 8), static_cast<int>(told & 0xffu) - 1,
-               expected, 0, 0);
-          return false;
-        }
-      }
     }
     if (now - clock.start > team.timeout_ns) {
       fail(errc::timeout, static_cast<std::uint32_t>(kind), peer, expected, expected, seen);
@@ -200,8 +189,7 @@ public:
     return true;
   }
 
-  /// Compares a peer's description of step `step` with ours; records a mismatch and tells every
-  /// peer of it.
+  /// Compares a peer's description of step `step` with ours; records a mismatch.
   ARK_HD bool check_peer_call(const call_desc& theirs, std::uint64_t their_step, int peer,
                               std::uint64_t step) const {
     std::uint64_t a = 0, b = 0;
@@ -209,20 +197,7 @@ public:
     if (f == desc_field::none && their_step != step) f = desc_field::sequence, a = step, b = their_step;
     if (f == desc_field::none) return true;
     fail(errc::mismatch, static_cast<std::uint32_t>(f), peer, step, a, b);
-    tell_mismatch(f);
     return false;
-  }
-
-  /// Tells every peer that this rank found a mismatch (layout::told): their waits end with it
-  /// (keep_waiting) instead of running to the timeout. A peer whose call differs from one rank's
-  /// may match its neighbours' and so never see the difference itself; a peer whose call matches
-  /// may wait for a rank that stopped. The word is never cleared: a mismatch leaves the team
-  /// unusable (the host refuses later calls; a failed worker refuses its later calls), so every
-  /// later wait of a told rank may end the same way. One thread, on the failure path only.
-  ARK_HD void tell_mismatch(desc_field f) const {
-    const std::uint64_t word = std::uint64_t(f) << 8 | static_cast<std::uint64_t>(rank() + 1);
-    for (int p = 0; p < world(); ++p)
-      if (p != rank()) P::store_relaxed(lay().told(remote(p)), word);
   }
 
   // -- synchronisation ---------------------------------------------------------------------------

@@ -10,8 +10,6 @@
 //   ce[src][3]     flags of the copy-engine collectives (ready, sent, done: written by src)
 //   claim          the word a failing worker claims before it writes the rank's error record
 //                  (an atomic on device memory: GPUs have no native atomics on host memory)
-//   told           beside claim, in its line: a peer that found a mismatch names itself and the
-//                  field here, so that our waits end with that mismatch (written by any peer)
 // Each channel has max_depth + 1 slots: a sender runs at most Depth steps ahead of what the
 // receiver finished, while the receiver may still be reading one more.
 //
@@ -92,11 +90,6 @@ struct layout {
   }
   ARK_HD std::uint32_t* claim(std::byte* base) const {
     return reinterpret_cast<std::uint32_t*>(base + claim_off);
-  }
-  /// A peer's report of a mismatch (context::tell_mismatch): 0, or (field << 8) | (peer + 1).
-  /// In the claim word's line, which has room for it: the two are read together by every wait.
-  ARK_HD std::uint64_t* told(std::byte* base) const {
-    return reinterpret_cast<std::uint64_t*>(base + claim_off + 8);
   }
   /// The flags rank src writes for the copy-engine collectives (collectives/copy_engine.hpp):
   /// `ready` and `sent` come in two, one per half of the scratch (a round's parity), `done` once.

@@ -43,6 +43,14 @@ TEST_CASE("errors: bad arguments are rejected before any data moves, and the com
         [&] { c.all_reduce(in.data(), out.data(), 8, ark::op::sum{}, over_budget); }));
     m.push_back(
         message_of<ark::invalid_argument>([&] { c.launch([](const auto&) { return true; }, 1, negative); }));
+    ark::call_options<host> engine_only;
+    engine_only.max_ctas = 0; // the copy engine alone: a custom collective has nothing to run on
+    m.push_back(message_of<ark::invalid_argument>(
+        [&] { c.launch([&](const auto&) { return out[0] = 1.0f, true; }, 1, engine_only); }));
+    ark::call_options<host> one_block;
+    one_block.max_ctas = 1;
+    m.push_back(message_of<ark::invalid_argument>(
+        [&] { c.launch([&](const auto&) { return out[0] = 1.0f, true; }, 2, one_block); }));
     untouched[rank] = out;
     // still usable: a correct call after the rejected ones
     c.all_reduce(in.data(), out.data(), 64);
@@ -63,6 +71,9 @@ TEST_CASE("errors: bad arguments are rejected before any data moves, and the com
     CHECK(contains(m[9], "timeout must be 0 (the communicator's) or positive"));
     CHECK(contains(m[10], "workers 2 exceeds max_ctas 1"));
     CHECK(contains(m[11], "launch: timeout must be"));
+    CHECK(
+        contains(m[12], "launch: max_ctas = 0 (the copy engine alone) leaves a custom collective no block"));
+    CHECK(contains(m[13], "launch: workers 2 exceeds max_ctas 1"));
     for (float v : untouched[r]) CHECK(v == -7.0f);
   }
 }

@@ -4,7 +4,9 @@
 // per peer, values = a per-call epoch and a hash of the call and of where its recv buffer lies)
 // order the copies; one-warp kernels write and wait for them. The all-reduce runs in rounds on
 // three streams of its own, made with the communicator (push, fold, gather), so that a round's
-// copies in, reduction and copies out overlap the neighbouring rounds'.
+// copies in, reduction and copies out overlap the neighbouring rounds'; where ranks share a
+// context, whose hardware queues every stream of every rank needs one of (README, "Ranks that
+// share a GPU"), on the call's stream alone, one step after the other.
 //
 // The enqueue order completes one step at a time: every flag write is launched before any later
 // wait of the rank's own, whatever stream either is on. Streams that share a hardware queue run
@@ -17,7 +19,6 @@
 #include "ark/communicator/registry.hpp"
 
 #include <cstdint>
-#include <cstring>
 #include <utility>
 
 namespace ark {
@@ -32,8 +33,10 @@ public:
   ce_protocol& operator=(const ce_protocol&) = delete;
   ~ce_protocol() { release(); }
 
-  /// Makes the all-reduce's streams (with the communicator: never once calls run).
+  /// Makes the all-reduce's streams (with the communicator: never once calls run), unless ranks
+  /// share a context: there the all-reduce runs on the call's stream.
   void start(const rank_runtime<P>& rt) {
+    if (rt.queues().ranks > 1) return;
     for (auto& s : side_) s = P::create_stream(rt.cfg().device, rt.cfg().stream_priority);
   }
   /// Waits for what runs on the side streams.
@@ -131,7 +134,10 @@ public:
     const std::uint64_t epoch = epoch_;
     epoch_ += rounds;
     auto value = [&](std::size_t k) { return detail::ce_value(epoch + 1 + k, d, pw.place); };
-    for (auto s : side_) P::order_after(s, main.stream(), rt.order_event());
+    for (auto s : side_)
+      if (s) P::order_after(s, main.stream(), rt.order_event());
+    // without side streams (ranks that share a context) all three are the call's stream: the
+    // steps run in the order enqueued, round after round, which the order below allows
     ops push(rt, call, o, side_[0]), fold(rt, call, o, side_[1]), gather(rt, call, o, side_[2]);
     // The flags of round k sit in half k % 2; both halves of our scratch are free (the previous
     // call's reductions ended before it did). Every write below is flushed before a later wait
@@ -185,7 +191,8 @@ public:
     push.flush();
     fold.flush();
     gather.flush();
-    for (auto s : side_) P::order_after(main.stream(), s, rt.order_event());
+    for (auto s : side_)
+      if (s) P::order_after(main.stream(), s, rt.order_event());
     rt.mark_call(turn);
     rt.after_launch(call);
   }
@@ -251,7 +258,7 @@ private:
     void order_after(ops& before) {
       flush();
       before.flush();
-      P::order_after(s_, before.s_, rt_.order_event());
+      if (s_ != before.s_) P::order_after(s_, before.s_, rt_.order_event());
     }
     /// Launches the pending writes and waits: one block of one warp (a timeout or an abort is
     /// recorded; later waits of the call then give up at once, later writes are dropped). On the
@@ -273,7 +280,7 @@ private:
     detail::ce_flags_work<P> w_{};
   };
 
-  stream_t side_[detail::ce_side_streams]{};
+  stream_t side_[3]{};      // push, fold, gather (none where ranks share a context)
   std::uint64_t epoch_ = 0; ///< copy-engine rounds made
 };
 

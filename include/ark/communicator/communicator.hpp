@@ -168,6 +168,12 @@ public:
       detail::throw_invalid("launch", "workers must be in [1, " + std::to_string(rt_.lay().workers) + "]");
     detail::check_block_cap(rt_, "launch", workers);
     detail::check_options(rt_, "launch", o);
+    if (o.max_ctas == 0)
+      detail::throw_invalid("launch", "max_ctas = 0 (the copy engine alone) leaves a custom collective no "
+                                      "block to run on: give it at least one");
+    if (o.max_ctas > 0 && workers > static_cast<unsigned>(o.max_ctas))
+      detail::throw_invalid("launch", "workers " + std::to_string(workers) + " exceeds max_ctas " +
+                                          std::to_string(o.max_ctas));
     detail::check_backend<B>(rt_.lay(), "launch");
     const auto turn = rt_.join_previous(o);
     engines_.template enqueue<B>(rt_, turn.s, launch_shape{workers, rt_.cfg().tuning.threads},

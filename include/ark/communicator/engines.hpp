@@ -51,8 +51,12 @@ public:
     } else {
       proxy_mem_ = P::allocate_control(bytes); // the proxy reads them: host-visible memory
       t.engine = static_cast<std::byte*>(proxy_mem_.device_ptr);
-      proxy_.start(static_cast<std::byte*>(proxy_mem_.host_ptr), t.engine, rt.control_host(), t.lay,
-                   cfg.device, cfg.stream_priority);
+      if constexpr (async_device<P>) // one stream where ranks share a context (its queues)
+        proxy_.start(static_cast<std::byte*>(proxy_mem_.host_ptr), t.engine, rt.control_host(), t.lay,
+                     cfg.device, cfg.stream_priority, rt.queues().ranks > 1 ? 1u : proxy_type::max_streams);
+      else
+        proxy_.start(static_cast<std::byte*>(proxy_mem_.host_ptr), t.engine, rt.control_host(), t.lay,
+                     cfg.device, cfg.stream_priority);
     }
   }
 

@@ -13,10 +13,6 @@
 
 namespace ark::detail {
 
-/// The copy-engine all-reduce's streams beside the call's own (push, fold, gather:
-/// communicator/ce_protocol.hpp).
-inline constexpr std::size_t ce_side_streams = 3;
-
 /// Elements of T one round of the copy-engine all-reduce moves per sender: half the sender's
 /// scratch part, at most config::ce_chunk_bytes, on vector boundaries (0: too small for one).
 template <class T>
@@ -59,7 +55,7 @@ call_plan plan_call(const rank_runtime<P>& rt, std::size_t count, const call_opt
   if (ce && K == collective::all_reduce) {
     if (o.max_ctas == 0)
       throw_invalid(call, "max_ctas = 0: all_reduce reduces on the SMs; give it at least one block");
-    check_hardware_queues(rt, call, 1 + ce_side_streams);
+    check_hardware_queues(rt, call, 1); // where ranks share a context: the call's stream alone
     p.algorithm = algo::two_shot::id;
     p.backend = dma::copy_engine::id;
     p.ctas = blocks(div_up(count, static_cast<std::size_t>(world)) * sizeof(T), false);

@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace ark {
@@ -281,6 +282,21 @@ private:
       block_cap_ =
           detail::shared_gpu_block_cap(where.data(), world, cfg_.early_launch ? 2 : 1, graphs ? 1 : 0);
       queue_share_ = detail::tightest_context(where.data(), world);
+      // every stream of every rank that shares a context needs a hardware queue of its own: two
+      // streams on one queue run their steps in the order enqueued, so a step that waits (a
+      // call behind the previous one, a copy behind a flag) holds up a peer's step behind it,
+      // which the wait may need. Every rank computes this from the same table: all refuse.
+      const std::size_t held = detail::held_streams(team_.lay.has_staging());
+      if (queue_share_.ranks > 1 && queue_share_.per_rank < held)
+        detail::throw_invalid(
+            "communicator",
+            std::to_string(queue_share_.ranks) + " ranks share a GPU in one process, whose context has " +
+                std::to_string(queue_share_.queues) + " hardware queues, and each rank holds " +
+                std::to_string(held) + " streams (its own, " +
+                (team_.lay.has_staging() ? "the DMA engine's, " : "") + "the helpers'): they need " +
+                std::to_string(queue_share_.ranks * held) + ". Set " +
+                std::string(P::hardware_queues_variable) +
+                " (32 at most) before the GPU runtime starts, or run fewer ranks per process");
     }
   }
 

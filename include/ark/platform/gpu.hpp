@@ -256,15 +256,17 @@ public:
   /// before a communicator's first call, so that wait never comes during a call (docs/perf.md).
   static stream create_stream(int device, int priority = 0) {
     detail::rt::check(detail::rt::set_device(device), "set device");
-    stream s{};
-    if (priority == 0) {
-      detail::rt::check(detail::rt::stream_create(&s), "create stream");
-    } else {
+    if (priority != 0) {
       int least = 0, greatest = 0;
       detail::rt::check(detail::rt::stream_priority_range(&least, &greatest), "query stream priorities");
       priority = priority < greatest ? greatest : priority > least ? least : priority;
-      detail::rt::check(detail::rt::stream_create_priority(&s, priority), "create stream");
     }
+    if (stream s = stream_pool().take(device, priority)) return s;
+    stream s{};
+    if (priority == 0)
+      detail::rt::check(detail::rt::stream_create(&s), "create stream");
+    else
+      detail::rt::check(detail::rt::stream_create_priority(&s, priority), "create stream");
     detail::first_use<<<1, 1, 0, s>>>();
     detail::rt::error_t e = detail::rt::get_last_error();
     if (e == detail::rt::success) e = detail::rt::stream_synchronize(s);
@@ -274,7 +276,26 @@ public:
     }
     return s;
   }
-  static void destroy_stream(stream s) { (void)detail::rt::stream_destroy(s); }
+  /// Gives a stream made by create_stream back, once its work ended. It is kept for the next
+  /// create_stream of its GPU and priority rather than destroyed: a context spreads its streams
+  /// over its hardware queues as they are made, so a process that makes and destroys streams (a
+  /// communicator's, call after call) ends up with live streams that share a queue although
+  /// there are fewer than queues, and where ranks share a context a step that waits on one
+  /// holds up a peer's step on the other (README, "Ranks that share a GPU"). Kept, the streams a
+  /// process made are as many as it ever held at once, and making none later cannot wait for
+  /// the kernels running in the context either.
+  static void destroy_stream(stream s) {
+    int device = 0;
+    if (detail::rt::stream_synchronize(s) != detail::rt::success ||
+        detail::rt::stream_device(s, &device) != detail::rt::success) {
+      (void)detail::rt::get_last_error();
+      (void)detail::rt::stream_destroy(s);
+      return;
+    }
+    int priority = 0;
+    (void)detail::rt::stream_get_priority(s, &priority);
+    stream_pool().give(device, priority, s);
+  }
   static void synchronize(stream s) {
     detail::rt::check(detail::rt::stream_synchronize(s), "synchronize stream");
   }

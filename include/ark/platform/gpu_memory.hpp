@@ -14,6 +14,8 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <utility>
+#include <vector>
 #include <string>
 
 namespace ark::platform {
@@ -172,20 +174,49 @@ struct gpu_memory {
     detail::rt::check(e, what);
   }
 
+protected:
+  /// Streams given back (destroy_stream, a helper thread's end), by GPU and priority, for
+  /// create_stream and the helpers to hand out again.
+  struct pooled_streams {
+    std::mutex m;
+    std::map<std::pair<int, int>, std::vector<detail::rt::stream_t>> free;
+    detail::rt::stream_t take(int device, int priority) {
+      std::lock_guard<std::mutex> lock(m);
+      auto& v = free[{device, priority}];
+      if (v.empty()) return {};
+      const detail::rt::stream_t s = v.back();
+      v.pop_back();
+      return s;
+    }
+    void give(int device, int priority, detail::rt::stream_t s) {
+      std::lock_guard<std::mutex> lock(m);
+      free[{device, priority}].push_back(s);
+    }
+  };
+  static pooled_streams& stream_pool() {
+    static pooled_streams* p =
+        new pooled_streams; // never destroyed: streams outlive static destructors' order
+    return *p;
+  }
+
 private:
-  /// The calling thread's helper stream on `device` (the current device), destroyed with the thread.
+  /// The calling thread's helper stream on `device` (the current device), given back with the thread.
   static detail::rt::stream_t own_stream(int device, const char* what) {
     struct streams {
       std::map<int, detail::rt::stream_t> by_device;
-      ~streams() {
-        for (auto& [d, s] : by_device) (void)detail::rt::stream_destroy(s);
+      ~streams() { // kept for the next thread (stream_pool)
+        for (auto& [d, s] : by_device)
+          if (detail::rt::stream_synchronize(s) == detail::rt::success)
+            stream_pool().give(d, 0, s);
+          else
+            (void)detail::rt::stream_destroy(s);
       }
     };
     thread_local streams mine;
     auto it = mine.by_device.find(device);
     if (it == mine.by_device.end()) {
-      detail::rt::stream_t s{};
-      detail::rt::check(detail::rt::stream_create(&s), what);
+      detail::rt::stream_t s = stream_pool().take(device, 0);
+      if (!s) detail::rt::check(detail::rt::stream_create(&s), what);
       it = mine.by_device.emplace(device, s).first;
     }
     return it->second;

@@ -5,8 +5,10 @@
 #include "../../examples/custom_collectives.hpp"
 
 #include <random>
+#include <thread>
 
 using namespace ark_test;
+using namespace std::chrono_literals;
 
 namespace {
 
@@ -160,6 +162,69 @@ TEST_CASE("communicator: scratch bytes are reported and user-provided scratch is
                     ark::invalid_argument);
   });
   for (int r = 0; r < 3; ++r) CHECK(bad[r] == 0);
+}
+
+TEST_CASE("communicator: memory() reports what it holds") {
+  for (const auto engine : {ark::engine_path::proxy, ark::engine_path::device_graphs}) {
+    CAPTURE(static_cast<int>(engine));
+    auto cfg = small_config(); // staging: the engine's queues are there
+    cfg.engine = engine;
+    test_world w(2, cfg);
+    w.run([&](comm_t& c, int rank) {
+      const ark::memory_report m = c.memory();
+      CHECK(m.scratch == comm_t::required_scratch(2, cfg.team));
+      CHECK_FALSE(m.scratch_is_users);
+      CHECK(m.engine_queues > 0);
+      CHECK(m.engine_queues_on_device == (engine == ark::engine_path::device_graphs));
+      CHECK((m.graph_tables > 0) == (engine == ark::engine_path::device_graphs));
+      CHECK(m.control > 0);
+      CHECK(m.windows == 0);
+      CHECK(m.streams == 4); // its own and the copy-engine all-reduce's three (no context shared)
+      CHECK(m.device_bytes() ==
+            m.scratch + (engine == ark::engine_path::device_graphs ? m.engine_queues + m.graph_tables : 0));
+      CHECK(m.host_mapped_bytes() == m.control + (engine == ark::engine_path::proxy ? m.engine_queues : 0));
+      std::vector<float> buf(1000 + rank);
+      c.register_buffer(buf.data(), 1000 * sizeof(float));
+      CHECK(c.memory().windows == 1);
+      c.deregister_buffer(buf.data());
+      CHECK(c.memory().windows == 0);
+    });
+  }
+}
+
+TEST_CASE("communicator: a rank that cannot get its scratch fails every rank at once, saying what it needs") {
+  auto cfg = small_config();
+  cfg.team.slot_bytes = std::size_t{1} << 44; // past any address space
+  const std::size_t need = comm_t::required_scratch(3, cfg.team);
+  auto group = std::make_shared<ark::in_process_group>(3, 20s);
+  std::vector<std::string> msgs(3);
+  std::vector<std::size_t> needed(3), took_ms(3);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 3; ++r)
+    ranks.emplace_back([&, r] {
+      const auto t0 = std::chrono::steady_clock::now();
+      try {
+        comm_t c(ark::in_process_bootstrap(group, r), cfg);
+      } catch (const ark::out_of_memory& e) {
+        msgs[r] = e.what();
+        needed[r] = e.needed();
+      } catch (const std::exception& e) {
+        msgs[r] = std::string("another error: ") + e.what();
+      }
+      took_ms[r] = static_cast<std::size_t>(
+          std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+              .count());
+    });
+  for (auto& t : ranks) t.join();
+  for (int r = 0; r < 3; ++r) {
+    CAPTURE(r);
+    CAPTURE(msgs[r]);
+    CHECK(contains(msgs[r], "communicator: rank 0 could not allocate its symmetric scratch of " +
+                                std::to_string(need) + " bytes"));
+    CHECK(contains(msgs[r], "lower team_config.slot_bytes"));
+    CHECK(needed[r] == need);
+    CHECK(took_ms[r] < 10000); // told in the exchange, not left to the bootstrap's timeout
+  }
 }
 
 TEST_CASE("communicator: registered buffers; an unregistered buffer is an error") {

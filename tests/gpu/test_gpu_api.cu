@@ -339,6 +339,75 @@ TEST_CASE("gpu: more threads per worker than the collective kernel is built for 
                        doctest::Contains("threads per block"), ark::invalid_argument);
 }
 
+TEST_CASE("gpu: memory() accounts for what a communicator takes from the GPU, at worlds 2, 4 and 8" *
+          needs_gpus(1)) {
+  for (int world : {2, 4, 8}) {
+    CAPTURE(world);
+    gpu_comm::config cfg; // the defaults
+    const std::size_t before = gpu::free_memory(0);
+    std::vector<std::size_t> reported(world, 0);
+    {
+      basic_world<gpu> w(world, cfg);
+      w.run([&](gpu_comm& c, int rank) {
+        const ark::memory_report m = c.memory();
+        CHECK(m.scratch == gpu_comm::required_scratch(world, cfg.team));
+        reported[rank] = rank_device<gpu>(rank) == 0 ? m.device_bytes() : 0;
+      });
+      const std::size_t after = gpu::free_memory(0);
+      std::size_t sum = 0;
+      for (auto b : reported) sum += b;
+      const std::size_t taken = before > after ? before - after : 0;
+      MESSAGE("world " << world << ": GPU 0 lost " << taken / 1048576 << " MiB; its ranks report "
+                       << sum / 1048576 << " MiB (" << reported[0] / 1048576 << " MiB each)");
+      CHECK(taken + (2u << 20) * world >= sum);  // the report is all there: the allocator rounds up
+      CHECK(taken <= sum + (64u << 20) * world); // and little beside it (streams, events, rounding)
+    }
+  }
+}
+
+TEST_CASE("gpu: a communicator that does not fit in the free memory fails on every rank, saying so, keeping "
+          "nothing" *
+          needs_gpus(1)) {
+  const int world = gpu_ranks();
+  gpu_comm::config cfg; // the defaults: hundreds of MB, so that the runtime keeps room of its own
+  cfg.timeout = std::chrono::milliseconds(5000);
+  const std::size_t need = gpu_comm::required_scratch(world, cfg.team);
+  // take every GPU's free memory but half a region
+  std::vector<gpu::memory> filler;
+  for (int d = 0; d < gpu_count(); ++d)
+    for (std::size_t free = gpu::free_memory(d); free > need / 2 + (1u << 20); free = gpu::free_memory(d)) {
+      const std::size_t chunk = std::min<std::size_t>(free - need / 2, std::size_t{1} << 30);
+      try {
+        filler.push_back(gpu::allocate(chunk, d));
+      } catch (const ark::platform_error&) {
+        break;
+      }
+    }
+  const std::size_t before = gpu::free_memory(0);
+  {
+    basic_world<gpu> w(world, cfg);
+    const auto errs = w.try_run([](gpu_comm&, int) {});
+    for (int r = 0; r < world; ++r) {
+      CAPTURE(r);
+      REQUIRE(errs[r]);
+      try {
+        std::rethrow_exception(errs[r]);
+      } catch (const ark::out_of_memory& e) {
+        CHECK(std::string(e.what()).find("could not allocate its symmetric scratch") != std::string::npos);
+        CHECK(std::string(e.what()).find("lower team_config.slot_bytes") != std::string::npos);
+        CHECK(e.needed() == need);
+        CHECK(e.free() < need);
+      } catch (const std::exception& e) {
+        FAIL("rank " << r << ": another error: " << e.what());
+      }
+    }
+  }
+  CHECK(gpu::free_memory(0) + (8u << 20) >= before); // nothing kept, within the allocator's granularity
+  for (auto& m : filler) gpu::release(m);
+  basic_world<gpu> w(world, cfg); // with room, the same configuration is built
+  w.run([&](gpu_comm& c, int) { CHECK(c.memory().scratch == need); });
+}
+
 TEST_CASE("gpu: a peer that never joins becomes a timeout error within the bound; teardown is clean" *
           needs_gpus(1)) {
   using namespace std::chrono_literals;

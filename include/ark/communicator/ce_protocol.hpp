@@ -49,6 +49,13 @@ public:
       if (s) P::destroy_stream(std::exchange(s, stream_t{}));
   }
 
+  /// Streams it holds (the all-reduce's, none where ranks share a context).
+  std::size_t streams() const {
+    std::size_t n = 0;
+    for (auto s : side_) n += s ? 1 : 0;
+    return n;
+  }
+
   /// All-gather (root < 0) or broadcast from root: our `count` elements land at element `offset`
   /// of every receiver's registered `out` (out_count elements).
   template <collective K, class T>

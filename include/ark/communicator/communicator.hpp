@@ -73,6 +73,16 @@ public:
   /// Bytes of symmetric scratch this rank uses (its region).
   std::size_t scratch_bytes() const { return rt_.lay().total; }
   const team_view& team() const { return rt_.team(); }
+  /// What the communicator holds: its scratch, the engine's queues and graphs, the control block,
+  /// the buffers registered, its streams (README, "Memory").
+  memory_report memory() const {
+    memory_report r;
+    rt_.report(r);
+    engines_.report(rt_.lay(), r);
+    r.windows = reg_.size();
+    r.streams += ce_.streams();
+    return r;
+  }
   const config& configuration() const { return rt_.cfg(); }
   /// The most thread blocks one call uses, 0 for no limit beyond the call's own choice. Set when
   /// ranks share a GPU (README, "Ranks that share a GPU"): every block of every rank's call must

@@ -60,6 +60,15 @@ public:
     }
   }
 
+  /// Adds what the engine servers hold to `r`.
+  void report(const layout& lay, memory_report& r) const {
+    r.engine_queues = queues_.ptr ? queues_.bytes : proxy_mem_.host_ptr ? dma::engine_bytes(lay) : 0;
+    r.engine_queues_on_device = queues_.ptr != nullptr;
+    r.graph_tables = graphs_.table_bytes();
+    r.graphs = graphs_.graphs();
+    r.streams += proxy_.streams() + (graphs_.table_bytes() && !graph_type::serves_every_call ? 1 : 0);
+  }
+
   /// Waits until no launcher runs (before the communicator's end clears the error record).
   void quiesce() { graphs_.quiesce(); }
 

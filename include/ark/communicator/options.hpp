@@ -39,6 +39,26 @@ struct call_plan {
   std::size_t scratch_bytes = 0; ///< bytes of the symmetric region the call's channels occupy
 };
 
+/// What a communicator holds (communicator::memory()), by kind of memory. Device memory is the
+/// platform's (a GPU's HBM; the host platform's own memory on the host).
+struct memory_report {
+  std::size_t scratch = 0;       ///< the symmetric region (required_scratch())
+  bool scratch_is_users = false; ///< config::scratch: the region is the user's memory, not the communicator's
+  std::size_t engine_queues = 0; ///< the DMA engine's request queues (with staging)
+  bool engine_queues_on_device = false; ///< device memory (device graphs); else host-mapped (the CPU proxy)
+  std::size_t graph_tables = 0;         ///< device graphs: tickets, counters, the graph table (device memory)
+  std::size_t graphs = 0;  ///< copy graphs instantiated (each also holds the driver's memory, not counted)
+  std::size_t control = 0; ///< the control block (host-mapped)
+  std::size_t windows = 0; ///< buffers registered with register_buffer (the user's memory)
+  std::size_t streams = 0; ///< streams the communicator holds
+  /// Device memory the communicator allocated itself.
+  std::size_t device_bytes() const {
+    return (scratch_is_users ? 0 : scratch) + (engine_queues_on_device ? engine_queues : 0) + graph_tables;
+  }
+  /// Host-mapped memory it allocated.
+  std::size_t host_mapped_bytes() const { return control + (engine_queues_on_device ? 0 : engine_queues); }
+};
+
 /// Default tuning per platform. GPUs: a 512-thread block per worker; LL packets up to 1 MB,
 /// a block per 4 KB (one packet per thread) up to 128 blocks; thread copies over a
 /// block per 32 KB; one-shot up to 8 MB, then two-shot: the crossovers measured best

@@ -131,6 +131,9 @@ public:
     return p;
   }
 
+  /// Windows registered now.
+  std::size_t size() const { return windows_.size(); }
+
   /// Unmaps every window (the communicator's end).
   void clear(int rank, int world) noexcept {
     for (const auto& w : windows_) close(*w, rank, world);

@@ -61,6 +61,14 @@ public:
     if (memory && control_.host_ptr) P::release_control(control_);
   }
 
+  /// Adds the region, the control block and the stream to `r`.
+  void report(memory_report& r) const {
+    r.scratch = team_.lay.total;
+    r.scratch_is_users = !owns_region_;
+    r.control = sizeof(control_block);
+    r.streams += stream_ ? 1 : 0;
+  }
+
   // -- identity --------------------------------------------------------------------------------
   int rank() const { return team_.rank; }
   int world() const { return team_.world; }
@@ -210,7 +218,14 @@ private:
       owns_region_ = false;
       P::zero(region_.ptr, team_.lay.total);
     } else {
-      region_ = P::allocate(team_.lay.total, cfg_.device);
+      // a rank that cannot get its region says so in the exchange below, so that every rank
+      // throws the same out_of_memory instead of its peers waiting for it until the timeout
+      try {
+        region_ = P::allocate(team_.lay.total, cfg_.device);
+      } catch (const platform_error&) {
+        region_ = {};
+        short_of_memory_ = true;
+      }
     }
     control_ = P::allocate_control(sizeof(control_block));
     team_.ctl = static_cast<control_block*>(control_.device_ptr);
@@ -235,8 +250,11 @@ private:
       tuning tune;
       std::uint8_t early_launch, engine;
       gpu_placement where;
+      std::uint64_t free_bytes; // where the region could not be allocated: the device's free bytes
+      std::int32_t device;
+      std::uint8_t short_of_memory;
     };
-    card mine{P::export_handle(region_),
+    card mine{short_of_memory_ ? typename P::ipc_handle{} : P::export_handle(region_),
               team_.lay.total,
               team_.lay.workers,
               team_.lay.max_depth(),
@@ -246,10 +264,15 @@ private:
               cfg_.tuning,
               static_cast<std::uint8_t>(cfg_.early_launch),
               static_cast<std::uint8_t>(cfg_.engine),
-              {}};
+              {},
+              short_of_memory_ ? P::free_memory(cfg_.device) : 0,
+              cfg_.device,
+              static_cast<std::uint8_t>(short_of_memory_)};
     if constexpr (shared_device<P>) mine.where = P::placement(cfg_.device);
     std::vector<card> all(world);
     boot_.all_gather(&mine, all.data(), sizeof(card));
+    for (int r = 0; r < world; ++r)
+      if (all[r].short_of_memory) throw short_of_memory(r, all[r]);
     for (int r = 0; r < world; ++r) {
       const card& c = all[r];
       if (c.total != mine.total || c.workers != mine.workers || c.max_depth != mine.max_depth ||
@@ -300,6 +323,22 @@ private:
     }
   }
 
+  /// The error every rank throws when rank r could not allocate its region.
+  template <class Card>
+  out_of_memory short_of_memory(int r, const Card& c) const {
+    const layout& l = team_.lay;
+    return out_of_memory(
+        "communicator: rank " + std::to_string(r) + " could not allocate its symmetric scratch of " +
+            std::to_string(l.total) + " bytes on device " + std::to_string(c.device) + ", which has " +
+            std::to_string(c.free_bytes) + " bytes free. The scratch holds " + std::to_string(l.workers) +
+            " workers x " + std::to_string(l.world) + " ranks x " + std::to_string(l.max_depth() + 1) +
+            " slots of " + std::to_string(l.slot_bytes) +
+            " bytes (and LL slots): lower team_config.slot_bytes, .workers or .max_depth "
+            "(communicator::required_scratch says what a configuration needs), or pass "
+            "config::scratch",
+        l.total, c.free_bytes);
+  }
+
   config cfg_;
   any_bootstrap boot_;
   team_view team_{};
@@ -316,6 +355,7 @@ private:
   std::atomic<bool> aborted_{false}; // abort() may come from any thread
   unsigned block_cap_ = 0;
   detail::queue_share queue_share_{};
+  bool short_of_memory_ = false; ///< the region could not be allocated (exchanged, then thrown)
 };
 
 } // namespace ark

@@ -21,7 +21,8 @@
 //      A packet read orders the sender's loads before it (behind a barrier) before the reader's
 //      stores after it (behind a barrier), as store_after_reads/load_before_writes do: a credit.
 //   5. Memory of a rank visible to its peers: `memory` (an owning record), allocate(bytes, device),
-//      release(memory&), export_handle(memory) -> `ipc_handle` (trivially copyable), and
+//      release(memory&), free_memory(device) (the bytes free there now: 0 if unknown),
+//      export_handle(memory) -> `ipc_handle` (trivially copyable), and
 //      import_handle(ipc_handle, device) -> void* mapping a peer's memory into this address space,
 //      close_import(void*) undoing it.
 //      Host-visible control memory: allocate_control(bytes) -> `control_memory`, with host and
@@ -141,6 +142,7 @@ concept device = requires {
   // 5. memory
   { P::allocate(n, dev) } -> std::same_as<typename P::memory>;
   { P::release(m) } -> std::same_as<void>;
+  { P::free_memory(dev) } -> std::same_as<std::size_t>;
   { P::export_handle(m) } -> std::same_as<typename P::ipc_handle>;
   { P::import_handle(h, dev) } -> std::same_as<void*>;
   { P::close_import(p) } -> std::same_as<void>;

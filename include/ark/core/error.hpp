@@ -8,6 +8,7 @@
 
 #include "ark/config.hpp"
 
+#include <cstddef>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -181,6 +182,19 @@ public:
 class platform_error : public error {
 public:
   explicit platform_error(const std::string& what) : error(errc::platform, what) {}
+};
+
+/// A communicator that could not get its memory: the message says what it needs, what the device
+/// has free, and the knobs that lower it. Thrown on every rank of the team alike.
+class out_of_memory : public platform_error {
+public:
+  out_of_memory(const std::string& what, std::size_t needed, std::size_t free)
+      : platform_error(what), needed_(needed), free_(free) {}
+  std::size_t needed() const noexcept { return needed_; }
+  std::size_t free() const noexcept { return free_; }
+
+private:
+  std::size_t needed_, free_;
 };
 
 namespace detail {

@@ -71,6 +71,8 @@ public:
     streams_.clear();
   }
 
+  /// Streams it holds.
+  std::size_t streams() const { return streams_.size(); }
   /// Batches of requests issued so far (all workers).
   std::uint64_t batches() const { return batches_.load(); }
 

@@ -151,6 +151,8 @@ public:
 
   /// Copy graphs instantiated (workers x peers x slots x size classes).
   std::size_t graphs() const { return execs_.size(); }
+  /// Device memory of its own: tickets, counters, the graph table.
+  std::size_t table_bytes() const { return mem_.ptr ? mem_.bytes : 0; }
 
 private:
   int device_ = 0;
@@ -172,6 +174,8 @@ struct no_graph_engine {
   void start(const team_view&, int, int) {}
   void quiesce() {}
   void stop() noexcept {}
+  std::size_t graphs() const { return 0; }
+  std::size_t table_bytes() const { return 0; }
 };
 template <class P>
 struct graph_server {

@@ -69,6 +69,11 @@ public:
   std::uint64_t launches() const { return launches_.load(); }
   std::uint64_t executions() const { return executions_.load(); }
   std::uint64_t refusals() const { return refusals_.load(); }
+  /// The model keeps no graphs; its tickets and counters are its tables.
+  std::size_t graphs() const { return 0; }
+  std::size_t table_bytes() const {
+    return tickets_.size() * sizeof(graph_ticket) + counters_.size() * sizeof(std::uint64_t);
+  }
 
 private:
   using P = platform::host;

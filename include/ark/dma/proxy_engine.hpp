@@ -125,6 +125,8 @@ struct proxy_engine : simple_channel<proxy_engine<Depth>> {
 /// The engine of one host rank: a thread draining the request queues of all its workers with memcpy.
 class host_proxy {
 public:
+  /// Streams it holds: none (the host platform copies on the proxy thread).
+  std::size_t streams() const { return 0; }
   host_proxy() = default;
   host_proxy(const host_proxy&) = delete;
   host_proxy& operator=(const host_proxy&) = delete;

@@ -48,6 +48,16 @@ struct gpu_memory {
                   [&](detail::rt::stream_t s) { return detail::rt::memset_async(p, 0, bytes, s); });
     return {static_cast<std::byte*>(p), bytes, device};
   }
+  /// Bytes of memory free on `device` now (0 if the runtime cannot tell).
+  static std::size_t free_memory(int device) {
+    std::size_t free = 0, total = 0;
+    if (detail::rt::set_device(device) != detail::rt::success ||
+        detail::rt::mem_get_info(&free, &total) != detail::rt::success) {
+      (void)detail::rt::get_last_error();
+      return 0;
+    }
+    return free;
+  }
   /// Frees m. Freeing waits for every kernel on its GPU (CUDA and HIP do): with ranks that share
   /// a GPU in one process, free nothing while a peer's calls may still be waiting for this rank.
   static void release(memory& m) {

@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <unistd.h>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -269,6 +270,11 @@ struct host {
     if (!p) throw platform_error("host: cannot allocate " + std::to_string(bytes) + " bytes");
     std::memset(p, 0, rounded);
     return {static_cast<std::byte*>(p), bytes};
+  }
+  /// Bytes of physical memory free now (0 if the system cannot tell).
+  static std::size_t free_memory(int /*device*/) {
+    const long pages = ::sysconf(_SC_AVPHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? static_cast<std::size_t>(pages) * static_cast<std::size_t>(page) : 0;
   }
   static void release(memory& m) {
     std::free(m.ptr);

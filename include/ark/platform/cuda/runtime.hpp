@@ -56,6 +56,7 @@ inline error_t stream_create(stream_t* s) { return cudaStreamCreateWithFlags(s, 
 inline error_t stream_create_priority(stream_t* s, int priority) {
   return cudaStreamCreateWithPriority(s, cudaStreamNonBlocking, priority);
 }
+inline error_t mem_get_info(std::size_t* free, std::size_t* total) { return cudaMemGetInfo(free, total); }
 inline error_t stream_get_priority(stream_t s, int* priority) { return cudaStreamGetPriority(s, priority); }
 inline error_t stream_priority_range(int* least, int* greatest) {
   return cudaDeviceGetStreamPriorityRange(least, greatest);

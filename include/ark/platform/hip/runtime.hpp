@@ -48,6 +48,7 @@ inline error_t stream_create(stream_t* s) { return hipStreamCreateWithFlags(s, h
 inline error_t stream_create_priority(stream_t* s, int priority) {
   return hipStreamCreateWithPriority(s, hipStreamNonBlocking, priority);
 }
+inline error_t mem_get_info(std::size_t* free, std::size_t* total) { return hipMemGetInfo(free, total); }
 inline error_t stream_get_priority(stream_t s, int* priority) { return hipStreamGetPriority(s, priority); }
 inline error_t stream_priority_range(int* least, int* greatest) {
   return hipDeviceGetStreamPriorityRange(least, greatest);

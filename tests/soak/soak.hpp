@@ -79,13 +79,6 @@ constexpr const char* op_name() {
     return "avg";
 }
 
-inline std::size_t in_elems(ark::collective k, std::size_t count, int world) {
-  return k == ark::collective::reduce_scatter ? count * world : count;
-}
-inline std::size_t out_elems(ark::collective k, std::size_t count, int world) {
-  return k == ark::collective::all_gather ? count * world : count;
-}
-
 /// One call's arguments as the entry sees them.
 struct args {
   std::uint64_t seed = 0;

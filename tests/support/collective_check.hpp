@@ -23,11 +23,11 @@ inline constexpr std::size_t guard = 16;
 
 template <ark::collective K>
 std::size_t in_elems(std::size_t count, int world) {
-  return K == ark::collective::reduce_scatter ? count * world : count;
+  return in_elems(K, count, world);
 }
 template <ark::collective K>
 std::size_t out_elems(std::size_t count, int world) {
-  return K == ark::collective::all_gather ? count * world : count;
+  return out_elems(K, count, world);
 }
 
 /// Calls collective K with algorithm A (ignored for broadcast/reduce) and backend B.

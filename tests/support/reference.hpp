@@ -14,6 +14,14 @@
 
 namespace ark_test {
 
+/// Elements of a rank's input and output of collective k on `count` elements per rank.
+inline std::size_t in_elems(ark::collective k, std::size_t count, int world) {
+  return k == ark::collective::reduce_scatter ? count * world : count;
+}
+inline std::size_t out_elems(ark::collective k, std::size_t count, int world) {
+  return k == ark::collective::all_gather ? count * world : count;
+}
+
 // -- inputs ---------------------------------------------------------------------------------------
 inline std::uint64_t mix(std::uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;

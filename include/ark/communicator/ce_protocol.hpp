@@ -36,7 +36,7 @@ public:
   /// Makes the all-reduce's streams (with the communicator: never once calls run), unless ranks
   /// share a context: there the all-reduce runs on the call's stream.
   void start(const rank_runtime<P>& rt) {
-    if (rt.queues().ranks > 1) return;
+    if (rt.shares_context()) return;
     for (auto& s : side_) s = P::create_stream(rt.cfg().device, rt.cfg().stream_priority);
   }
   /// Waits for what runs on the side streams.

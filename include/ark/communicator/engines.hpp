@@ -51,12 +51,8 @@ public:
     } else {
       proxy_mem_ = P::allocate_control(bytes); // the proxy reads them: host-visible memory
       t.engine = static_cast<std::byte*>(proxy_mem_.device_ptr);
-      if constexpr (async_device<P>) // one stream where ranks share a context (its queues)
-        proxy_.start(static_cast<std::byte*>(proxy_mem_.host_ptr), t.engine, rt.control_host(), t.lay,
-                     cfg.device, cfg.stream_priority, rt.queues().ranks > 1 ? 1u : proxy_type::max_streams);
-      else
-        proxy_.start(static_cast<std::byte*>(proxy_mem_.host_ptr), t.engine, rt.control_host(), t.lay,
-                     cfg.device, cfg.stream_priority);
+      proxy_.start(static_cast<std::byte*>(proxy_mem_.host_ptr), t.engine, rt.control_host(), t.lay,
+                   cfg.device, cfg.stream_priority, rt.shares_context());
     }
   }
 
@@ -66,7 +62,7 @@ public:
     r.engine_queues_on_device = queues_.ptr != nullptr;
     r.graph_tables = graphs_.table_bytes();
     r.graphs = graphs_.graphs();
-    r.streams += proxy_.streams() + (graphs_.table_bytes() && !graph_type::serves_every_call ? 1 : 0);
+    r.streams += proxy_.streams() + graphs_.streams();
   }
 
   /// Waits until no launcher runs (before the communicator's end clears the error record).

@@ -83,6 +83,9 @@ public:
   unsigned block_cap() const { return block_cap_; }
   /// The tightest context's hardware queues per rank (where ranks share one).
   const detail::queue_share& queues() const { return queue_share_; }
+  /// Whether ranks of the team share a context (one process, one GPU): every stream of every rank
+  /// there needs a hardware queue of its own, so the communicator holds as few as it can.
+  bool shares_context() const { return queue_share_.ranks > 1; }
   control_block* control_host() const { return static_cast<control_block*>(control_.host_ptr); }
   device_comm<P> device_handle() const { return {team_, cfg_.tuning}; }
 
@@ -222,9 +225,7 @@ private:
       // throws the same out_of_memory instead of its peers waiting for it until the timeout
       try {
         region_ = P::allocate(team_.lay.total, cfg_.device);
-      } catch (const platform_error&) {
-        region_ = {};
-        short_of_memory_ = true;
+      } catch (const platform_error&) { // region_ stays empty
       }
     }
     control_ = P::allocate_control(sizeof(control_block));
@@ -254,7 +255,8 @@ private:
       std::int32_t device;
       std::uint8_t short_of_memory;
     };
-    card mine{short_of_memory_ ? typename P::ipc_handle{} : P::export_handle(region_),
+    const bool no_region = !region_.ptr; // its allocation failed (setup)
+    card mine{no_region ? typename P::ipc_handle{} : P::export_handle(region_),
               team_.lay.total,
               team_.lay.workers,
               team_.lay.max_depth(),
@@ -265,14 +267,14 @@ private:
               static_cast<std::uint8_t>(cfg_.early_launch),
               static_cast<std::uint8_t>(cfg_.engine),
               {},
-              short_of_memory_ ? P::free_memory(cfg_.device) : 0,
+              no_region ? P::free_memory(cfg_.device) : 0,
               cfg_.device,
-              static_cast<std::uint8_t>(short_of_memory_)};
+              static_cast<std::uint8_t>(no_region)};
     if constexpr (shared_device<P>) mine.where = P::placement(cfg_.device);
     std::vector<card> all(world);
     boot_.all_gather(&mine, all.data(), sizeof(card));
     for (int r = 0; r < world; ++r)
-      if (all[r].short_of_memory) throw short_of_memory(r, all[r]);
+      if (all[r].short_of_memory) throw no_scratch_error(r, all[r]);
     for (int r = 0; r < world; ++r) {
       const card& c = all[r];
       if (c.total != mine.total || c.workers != mine.workers || c.max_depth != mine.max_depth ||
@@ -310,7 +312,7 @@ private:
       // call behind the previous one, a copy behind a flag) holds up a peer's step behind it,
       // which the wait may need. Every rank computes this from the same table: all refuse.
       const std::size_t held = detail::held_streams(team_.lay.has_staging());
-      if (queue_share_.ranks > 1 && queue_share_.per_rank < held)
+      if (shares_context() && queue_share_.per_rank < held)
         detail::throw_invalid(
             "communicator",
             std::to_string(queue_share_.ranks) + " ranks share a GPU in one process, whose context has " +
@@ -325,7 +327,7 @@ private:
 
   /// The error every rank throws when rank r could not allocate its region.
   template <class Card>
-  out_of_memory short_of_memory(int r, const Card& c) const {
+  out_of_memory no_scratch_error(int r, const Card& c) const {
     const layout& l = team_.lay;
     return out_of_memory(
         "communicator: rank " + std::to_string(r) + " could not allocate its symmetric scratch of " +
@@ -355,7 +357,6 @@ private:
   std::atomic<bool> aborted_{false}; // abort() may come from any thread
   unsigned block_cap_ = 0;
   detail::queue_share queue_share_{};
-  bool short_of_memory_ = false; ///< the region could not be allocated (exchanged, then thrown)
 };
 
 } // namespace ark

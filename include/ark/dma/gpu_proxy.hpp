@@ -39,10 +39,10 @@ public:
 
   /// engine_host / engine_device: the rank's engine memory as the host and the GPU address it;
   /// ctl_host: its control block, where a failed copy is recorded.
-  /// streams: the most it makes (1 where ranks share a context, whose hardware queues every
-  /// stream of every rank needs one of: README, "Ranks that share a GPU").
+  /// shared_context: ranks share the GPU's context, whose hardware queues every stream of every
+  /// rank needs one of (README, "Ranks that share a GPU"): one stream then.
   void start(std::byte* engine_host, std::byte* engine_device, control_block* ctl_host, const layout& lay,
-             int device, int priority, unsigned streams = max_streams) {
+             int device, int priority, bool shared_context = false) {
     stop();
     device_ = device;
     // Every stream now, none once calls run: creating a stream can wait for the kernels running
@@ -50,7 +50,7 @@ public:
     // time out (docs/perf.md; yaksa met the same, pmodels/yaksa#228). A stream that never
     // carries work still takes a share of the GPU's hardware queues (CUDA_DEVICE_MAX_CONNECTIONS);
     // a hang is worse.
-    const unsigned most = streams < 1 ? 1 : streams < max_streams ? streams : max_streams;
+    const unsigned most = shared_context ? 1 : max_streams;
     const unsigned n = lay.workers < most ? lay.workers : most;
     streams_.reserve(n);
     for (unsigned i = 0; i < n; ++i) streams_.push_back(P::create_stream(device, priority));

@@ -153,6 +153,8 @@ public:
   std::size_t graphs() const { return execs_.size(); }
   /// Device memory of its own: tickets, counters, the graph table.
   std::size_t table_bytes() const { return mem_.ptr ? mem_.bytes : 0; }
+  /// Streams it holds (the launcher's).
+  std::size_t streams() const { return stream_ ? 1 : 0; }
 
 private:
   int device_ = 0;
@@ -176,6 +178,7 @@ struct no_graph_engine {
   void stop() noexcept {}
   std::size_t graphs() const { return 0; }
   std::size_t table_bytes() const { return 0; }
+  std::size_t streams() const { return 0; }
 };
 template <class P>
 struct graph_server {

@@ -74,6 +74,7 @@ public:
   std::size_t table_bytes() const {
     return tickets_.size() * sizeof(graph_ticket) + counters_.size() * sizeof(std::uint64_t);
   }
+  std::size_t streams() const { return 0; }
 
 private:
   using P = platform::host;

@@ -139,8 +139,8 @@ public:
     thread_ = std::thread([this, engine, lay] { run(engine, lay); });
   }
   /// As gpu_proxy starts: the engine memory as the host and the workers address it (the same
-  /// here); a copy here cannot fail, so the control block is not needed.
-  void start(std::byte* engine_host, std::byte*, control_block*, const layout& lay, int, int) {
+  /// here); a copy here cannot fail, so the control block is not needed; it makes no stream.
+  void start(std::byte* engine_host, std::byte*, control_block*, const layout& lay, int, int, bool = false) {
     start(engine_host, lay);
   }
 

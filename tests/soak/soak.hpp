@@ -420,6 +420,13 @@ struct rank_link {
   std::function<ark::any_bootstrap(int config)> bootstrap;
 };
 
+/// The steady clock in milliseconds (one clock for every thread and process of the machine).
+inline long ms_now() {
+  return static_cast<long>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                               std::chrono::steady_clock::now().time_since_epoch())
+                               .count());
+}
+
 inline std::uint64_t size_class_bytes(std::mt19937_64& rng, std::size_t max_bytes) {
   const unsigned r = static_cast<unsigned>(rng() % 100);
   auto within = [&](std::size_t lo, std::size_t hi) { // log-uniform
@@ -548,8 +555,12 @@ std::vector<named_config_result> run_rank(const run_options& ro, int rank, int d
           if (c.in_place && e.k == ark::collective::all_gather) in_at += rank * c.a.count * e.elem;
           e.input(c.a, in_at);
         }
+        // when this rank reached each step of the batch (a failure reports them: a rank that
+        // enqueued its calls late tells a host-side wait from a device-side one)
+        std::vector<long> at{ms_now()};
         P::copy(in_base, in_img.data(), in_used);
         P::copy(out_base, out_img.data(), out_used);
+        at.push_back(ms_now());
         // -- the calls, back to back
         std::string error;
         std::size_t enqueued = 0;
@@ -587,6 +598,7 @@ std::vector<named_config_result> run_rank(const run_options& ro, int rank, int d
             error = "call " + c.describe() + " threw: " + x.what();
             break;
           }
+          at.push_back(ms_now());
         }
         try {
           for (auto s : user) P::synchronize(s);
@@ -594,8 +606,11 @@ std::vector<named_config_result> run_rank(const run_options& ro, int rank, int d
         } catch (const std::exception& x) {
           if (error.empty()) error = std::string("synchronize: ") + x.what();
         }
+        at.push_back(ms_now());
         if (!error.empty()) {
-          std::string calls = "; the batch:";
+          std::string calls = "; steady clock (ms): batch drawn, uploaded, after each call, synchronized:";
+          for (long t : at) calls += " " + std::to_string(t);
+          calls += "; the batch:";
           for (std::size_t i = 0; i < batch.size(); ++i)
             calls += "\n      " + std::to_string(i) + ": " + batch[i].describe() +
                      (batch[i].refused.empty() ? "" : " [refused: " + batch[i].refused + "]");

@@ -15,12 +15,15 @@
 // three timed runs of N calls.
 //
 //   build/bench/ark_bench [--min BYTES] [--max BYTES] [--csv FILE] [--quick] [--no-early]
-//                         [--slot BYTES] [--workers N] [--per-worker BYTES] [--ll-per-worker BYTES]
+//                         [--slot BYTES] [--budget BYTES] [--workers N] [--per-worker BYTES] [--ll-per-worker
+//                         BYTES]
 //                         [--ce-min BYTES] [--ce-chunk BYTES] [--only VARIANT,...] [--ranks N]
 // (--no-early: the communicators launch plainly, not early: communicator::config::early_launch;
 // --ranks: N ranks placed round-robin over the GPUs, NCCL left out when they share one (it refuses
 // two ranks on a GPU; keep --max small enough that every rank's blocks fit at once);
-// --slot, --workers: team_config::slot_bytes and ::workers instead of the defaults; --per-worker,
+// --slot, --budget, --workers: team_config::slot_bytes, ::scratch_budget and ::workers instead of
+// the defaults (--slot: explicit slots, the region unbounded; --budget: automatic slots in that many bytes);
+// --per-worker,
 // --ll-per-worker: tuning::bytes_per_worker and ::ll_bytes_per_worker (a call's blocks); --ce-chunk:
 // communicator::config::ce_chunk_bytes; --only: these variants, and NCCL where it runs)
 #include "ark/ark.hpp"
@@ -64,6 +67,7 @@ struct options {
   bool quick = false;
   bool early_launch = true;      // communicator::config::early_launch (--no-early: plain launches)
   std::size_t slot_bytes = 0;    // team_config::slot_bytes (--slot; 0: the default)
+  std::size_t budget = 0;        // team_config::scratch_budget (--budget; 0: the default)
   unsigned workers = 0;          // team_config::workers (--workers; 0: the default)
   std::size_t per_worker = 0;    // tuning::bytes_per_worker (--per-worker; 0: the default)
   std::size_t ll_per_worker = 0; // tuning::ll_bytes_per_worker (--ll-per-worker; 0: the default)
@@ -105,6 +109,7 @@ struct shared_state {
   std::shared_ptr<ark::in_process_group> group;
   std::barrier<> sync;
   std::vector<result> results; // filled by rank 0
+  ark::memory_report memory;   // rank 0's communicator
 #if defined(ARK_BENCH_NCCL)
   std::vector<ncclComm_t> nccl;
 #endif
@@ -119,12 +124,14 @@ public:
     cfg.device = device_;
     cfg.early_launch = s.opt.early_launch;
     if (s.opt.slot_bytes) cfg.team.slot_bytes = s.opt.slot_bytes;
+    if (s.opt.budget) cfg.team.scratch_budget = s.opt.budget;
     if (s.opt.workers) cfg.team.workers = s.opt.workers;
     if (s.opt.per_worker) cfg.tuning.bytes_per_worker = s.opt.per_worker;
     if (s.opt.ll_per_worker) cfg.tuning.ll_bytes_per_worker = s.opt.ll_per_worker;
     if (s.opt.ce_chunk) cfg.ce_chunk_bytes = s.opt.ce_chunk;
     comm_ = std::make_unique<comm_t>(ark::in_process_bootstrap(s.group, rank), cfg);
     stream_ = comm_->stream();
+    if (rank == 0) s.memory = comm_->memory();
     const std::size_t n = s.opt.max_bytes / sizeof(float) + 16;
     in_ = gpu::allocate(n * sizeof(float), device_);
     out_ = gpu::allocate(n * sizeof(float), device_);
@@ -329,6 +336,8 @@ void report(const shared_state& s, const std::string& command) {
   std::printf("; NCCL %d.%d.%d", nv / 10000, (nv / 100) % 100, nv % 100);
 #endif
   std::printf("\n# command: %s\n", command.c_str());
+  std::printf("# ark scratch per rank: %.1f MiB (slots for %u workers of %zu KiB each; team_config)\n",
+              static_cast<double>(s.memory.scratch) / (1 << 20), s.memory.workers, s.memory.slot_bytes >> 10);
   std::printf(
       "# busbw = algbw * 2(n-1)/n; ratio = ark time / NCCL time in the same mode (device: vs NCCL graph)\n");
   std::printf("%12s %11s  %-6s %-9s %10s %9s %9s %6s %7s\n", "size(B)", "count", "mode", "variant",
@@ -370,6 +379,8 @@ int main(int argc, char** argv) {
       opt.early_launch = false;
     else if (a == "--slot" && i + 1 < argc)
       opt.slot_bytes = parse_bytes(argv[++i]), command += std::string(" ") + argv[i];
+    else if (a == "--budget" && i + 1 < argc)
+      opt.budget = parse_bytes(argv[++i]), command += std::string(" ") + argv[i];
     else if (a == "--workers" && i + 1 < argc)
       opt.workers = static_cast<unsigned>(std::atoi(argv[++i])), command += std::string(" ") + argv[i];
     else if (a == "--per-worker" && i + 1 < argc)
@@ -385,12 +396,12 @@ int main(int argc, char** argv) {
     else if (a == "--ranks" && i + 1 < argc && std::atoi(argv[i + 1]) >= 1)
       opt.ranks = std::atoi(argv[++i]), command += std::string(" ") + argv[i];
     else {
-      std::fprintf(
-          stderr,
-          "usage: %s [--min BYTES] [--max BYTES] [--csv FILE] [--quick] [--no-early] [--slot BYTES] "
-          "[--workers N] [--per-worker BYTES] [--ll-per-worker BYTES] [--ce-min BYTES] [--ce-chunk BYTES] "
-          "[--only VARIANT,...] [--ranks N]\n",
-          argv[0]);
+      std::fprintf(stderr,
+                   "usage: %s [--min BYTES] [--max BYTES] [--csv FILE] [--quick] [--no-early] [--slot BYTES] "
+                   "[--budget BYTES] [--workers N] [--per-worker BYTES] [--ll-per-worker BYTES] [--ce-min "
+                   "BYTES] [--ce-chunk BYTES] "
+                   "[--only VARIANT,...] [--ranks N]\n",
+                   argv[0]);
       return 64;
     }
   }

@@ -203,7 +203,7 @@ int main(int argc, char** argv) {
         float* in = reinterpret_cast<float*>(mem.ptr);
         float* out = in + n + 8;
         gpu::copy(in, host.data(), n * sizeof(float));
-        const unsigned blocks = ark::select_workers(sizes[k], cfg.team.workers, cfg.tuning, true);
+        const unsigned blocks = ark::select_workers(sizes[k], c.team().lay.workers, cfg.tuning, true);
         rt::event_t e0, e1;
         rt::check(rt::event_create(&e0), "event");
         rt::check(rt::event_create(&e1), "event");

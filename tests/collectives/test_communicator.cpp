@@ -164,6 +164,57 @@ TEST_CASE("communicator: scratch bytes are reported and user-provided scratch is
   for (int r = 0; r < 3; ++r) CHECK(bad[r] == 0);
 }
 
+TEST_CASE("communicator: automatic slots fit the scratch budget; calls use the workers it holds") {
+  auto cfg = small_config();
+  cfg.team.workers = 6;
+  cfg.team.max_depth = 4;
+  cfg.team.slot_bytes = 0;
+  auto three = cfg.team; // three workers' slots of the least automatic size, and a little more
+  three.workers = 3;
+  three.slot_bytes = ark::team_config::auto_slot_least;
+  cfg.team.scratch_budget = comm_t::required_scratch(3, three) + 3 * 4096;
+  const ark::layout l = ark::make_layout(3, cfg.team);
+  REQUIRE(l.workers == 3);
+  CHECK(l.slot_bytes >= ark::team_config::auto_slot_least);
+  CHECK(l.total <= cfg.team.scratch_budget);
+  test_world w(3, cfg);
+  std::vector<std::size_t> bad(3, 0);
+  std::vector<std::string> refusal(3);
+  w.run([&](comm_t& c, int rank) {
+    const ark::memory_report m = c.memory();
+    CHECK(m.scratch == l.total);
+    CHECK(m.workers == 3);
+    CHECK(m.slot_bytes == l.slot_bytes);
+    const std::size_t piece = l.slot_bytes / sizeof(i32); // a step's elements
+    for (std::size_t n :
+         {std::size_t{0}, std::size_t{1}, std::size_t{999}, piece - 1, 3 * piece + 5, 7 * piece + 3}) {
+      CAPTURE(n);
+      std::vector<i32> in(n), out(n, -1), gathered(3 * n, -1), ring(n, -1);
+      for (std::size_t i = 0; i < n; ++i) in[i] = (rank + 1) * static_cast<i32>(i % 13 + 1);
+      c.all_reduce(in.data(), out.data(), n);
+      c.all_reduce<ark::algo::ring, ark::dma::thread_copy<2>>(in.data(), ring.data(), n);
+      c.all_gather(in.data(), gathered.data(), n);
+      for (std::size_t i = 0; i < n; ++i) {
+        bad[rank] += out[i] != 6 * static_cast<i32>(i % 13 + 1);
+        bad[rank] += ring[i] != out[i];
+        for (int r = 0; r < 3; ++r)
+          bad[rank] += gathered[r * n + i] != (r + 1) * static_cast<i32>(i % 13 + 1);
+      }
+    }
+    ark::call_options<host> four;
+    four.workers = 4; // within team_config.workers, beyond what the budget holds
+    std::vector<i32> in(8, 1), out(8, -1);
+    refusal[rank] = message_of<ark::invalid_argument>(
+        [&] { c.all_reduce(in.data(), out.data(), 8, ark::op::sum{}, four); });
+    for (i32 v : out) bad[rank] += v != -1;
+  });
+  for (int r = 0; r < 3; ++r) {
+    CHECK(bad[r] == 0);
+    CHECK(refusal[r].find("workers 4 exceeds team_config.workers 3 (the workers whose slots fit in "
+                          "team_config.scratch_budget)") != std::string::npos);
+  }
+}
+
 TEST_CASE("communicator: memory() reports what it holds") {
   for (const auto engine : {ark::engine_path::proxy, ark::engine_path::device_graphs}) {
     CAPTURE(static_cast<int>(engine));

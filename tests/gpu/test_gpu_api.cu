@@ -341,35 +341,45 @@ TEST_CASE("gpu: more threads per worker than the collective kernel is built for 
 
 TEST_CASE("gpu: memory() accounts for what a communicator takes from the GPU, at worlds 2, 4 and 8" *
           needs_gpus(1)) {
-  for (int world : {2, 4, 8}) {
-    CAPTURE(world);
-    gpu_comm::config cfg; // the defaults
-    const std::size_t before = gpu::free_memory(0);
-    std::vector<std::size_t> reported(world, 0);
-    {
-      basic_world<gpu> w(world, cfg);
-      w.run([&](gpu_comm& c, int rank) {
-        const ark::memory_report m = c.memory();
-        CHECK(m.scratch == gpu_comm::required_scratch(world, cfg.team));
-        reported[rank] = rank_device<gpu>(rank) == 0 ? m.device_bytes() : 0;
-      });
-      const std::size_t after = gpu::free_memory(0);
-      std::size_t sum = 0;
-      for (auto b : reported) sum += b;
-      const std::size_t taken = before > after ? before - after : 0;
-      MESSAGE("world " << world << ": GPU 0 lost " << taken / 1048576 << " MiB; its ranks report "
-                       << sum / 1048576 << " MiB (" << reported[0] / 1048576 << " MiB each)");
-      CHECK(taken + (2u << 20) * world >= sum);  // the report is all there: the allocator rounds up
-      CHECK(taken <= sum + (64u << 20) * world); // and little beside it (streams, events, rounding)
+  for (int world : {2, 4, 8})
+    for (bool automatic : {true, false}) {
+      CAPTURE(world);
+      CAPTURE(automatic);
+      gpu_comm::config cfg;                            // the defaults: automatic slots in the scratch budget
+      if (!automatic) cfg.team.slot_bytes = 512 << 10; // explicit: every worker's slots, whatever the world
+      const std::size_t before = gpu::free_memory(0);
+      std::vector<std::size_t> reported(world, 0);
+      {
+        basic_world<gpu> w(world, cfg);
+        w.run([&](gpu_comm& c, int rank) {
+          const ark::memory_report m = c.memory();
+          CHECK(m.scratch == gpu_comm::required_scratch(world, cfg.team));
+          if (automatic) CHECK(m.scratch <= cfg.team.scratch_budget);
+          CHECK(m.workers == c.team().lay.workers);
+          CHECK(m.slot_bytes == c.team().lay.slot_bytes);
+          reported[rank] = rank_device<gpu>(rank) == 0 ? m.device_bytes() : 0;
+        });
+        const std::size_t after = gpu::free_memory(0);
+        std::size_t sum = 0;
+        for (auto b : reported) sum += b;
+        const std::size_t taken = before > after ? before - after : 0;
+        const ark::layout l = ark::make_layout(world, cfg.team);
+        MESSAGE("world " << world << (automatic ? ", automatic slots" : ", 512 KB slots") << ": GPU 0 lost "
+                         << taken / 1048576 << " MiB; its ranks report " << sum / 1048576 << " MiB ("
+                         << reported[0] / 1048576 << " MiB each: " << l.workers << " workers' slots of "
+                         << l.slot_bytes / 1024 << " KiB)");
+        CHECK(taken + (2u << 20) * world >= sum);  // the report is all there: the allocator rounds up
+        CHECK(taken <= sum + (64u << 20) * world); // and little beside it (streams, events, rounding)
+      }
     }
-  }
 }
 
 TEST_CASE("gpu: a communicator that does not fit in the free memory fails on every rank, saying so, keeping "
           "nothing" *
           needs_gpus(1)) {
   const int world = gpu_ranks();
-  gpu_comm::config cfg; // the defaults: hundreds of MB, so that the runtime keeps room of its own
+  gpu_comm::config cfg; // explicit slots: hundreds of MB, so that the runtime keeps room of its own
+  cfg.team.slot_bytes = 512 << 10;
   cfg.timeout = std::chrono::milliseconds(5000);
   const std::size_t need = gpu_comm::required_scratch(world, cfg.team);
   // take every GPU's free memory but half a region

@@ -489,7 +489,7 @@ std::vector<named_config_result> run_rank(const run_options& ro, int rank, int d
       comm.register_buffer(out_mem.ptr, buf_bytes);
       limits lim;
       lim.max_depth = cfg.team.max_depth;
-      lim.team_workers = cfg.team.workers;
+      lim.team_workers = comm.team().lay.workers; // automatic slots: those the budget holds
       lim.block_cap = comm.block_cap();
       lim.staging = cfg.team.staging;
       if constexpr (!P::synchronous_launch)

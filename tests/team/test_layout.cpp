@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <set>
+#include <string>
 
 TEST_CASE("layout: sections are ordered, disjoint and sized by the configuration") {
   ark::team_config c;
@@ -51,6 +52,76 @@ TEST_CASE("layout: sections are ordered, disjoint and sized by the configuration
   c.max_depth = 2;
   c.slot_bytes = 100;
   CHECK_THROWS_AS(ark::make_layout(2, c), ark::invalid_argument);
+}
+
+TEST_CASE("layout: automatic slots fit the scratch budget at every world, the most workers first") {
+  ark::team_config c;
+  c.workers = 128;
+  c.max_depth = 4;
+  c.slot_bytes = 0;
+  c.ll_slot_bytes = 16 << 10;
+  c.scratch_budget = 64 << 20;
+  const std::size_t least = ark::team_config::auto_slot_least, most = ark::team_config::auto_slot_most;
+  auto with = [&](int world, unsigned workers, std::size_t slot) {
+    auto e = c;
+    e.workers = workers;
+    e.slot_bytes = slot;
+    return ark::make_layout(world, e).total;
+  };
+  for (bool staging : {false, true})
+    for (int world : {1, 2, 3, 4, 5, 8, 16, 64}) {
+      CAPTURE(staging);
+      CAPTURE(world);
+      c.staging = staging;
+      const ark::layout l = ark::make_layout(world, c);
+      CHECK(l.total <= c.scratch_budget);
+      CHECK(l.workers >= 1);
+      CHECK(l.workers <= c.workers);
+      CHECK(l.slot_bytes <= most);
+      if (with(world, 1, least) > c.scratch_budget) { // one worker, its slots as large as fit
+        CHECK(l.workers == 1);
+        CHECK(l.slot_bytes % 256 == 0);
+        CHECK(with(world, 1, l.slot_bytes + 256) > c.scratch_budget);
+        continue;
+      }
+      CHECK(l.slot_bytes % 4096 == 0);
+      CHECK(l.slot_bytes >= least);
+      // the most workers whose slots of `least` bytes fit, then the largest slots that fit
+      if (l.workers < c.workers) CHECK(with(world, l.workers + 1, least) > c.scratch_budget);
+      if (l.slot_bytes < most) CHECK(with(world, l.workers, l.slot_bytes + 4096) > c.scratch_budget);
+      // the same region as the explicit configuration it chose
+      CHECK(with(world, l.workers, l.slot_bytes) == l.total);
+    }
+  c.staging = false;
+  // a budget above what every worker's largest slots take: all of them, the largest slots
+  c.scratch_budget = std::size_t{1} << 40;
+  CHECK(ark::make_layout(2, c).workers == 128);
+  CHECK(ark::make_layout(2, c).slot_bytes == most);
+  // a budget below one worker's slots of `least` bytes: one worker, smaller slots
+  c.scratch_budget = with(2, 1, least) - 1;
+  const ark::layout one = ark::make_layout(2, c);
+  CHECK(one.workers == 1);
+  CHECK(one.slot_bytes < least);
+  CHECK(one.slot_bytes % 256 == 0);
+  CHECK(one.total <= c.scratch_budget);
+  CHECK(with(2, 1, one.slot_bytes + 256) > c.scratch_budget);
+  // a budget below one worker's slots of 256 bytes: refused, saying what it takes
+  c.scratch_budget = with(2, 1, 256) - 1;
+  std::string refusal;
+  try {
+    (void)ark::make_layout(2, c);
+  } catch (const ark::invalid_argument& e) {
+    refusal = e.what();
+  }
+  CHECK(refusal.find("scratch_budget of " + std::to_string(c.scratch_budget)) != std::string::npos);
+  CHECK(refusal.find("takes " + std::to_string(with(2, 1, 256))) != std::string::npos);
+  // automatic slots need a budget; explicit slots ignore it
+  c.scratch_budget = 0;
+  CHECK_THROWS_AS(ark::make_layout(2, c), ark::invalid_argument);
+  c.slot_bytes = 512 << 10;
+  c.scratch_budget = 1 << 20;
+  CHECK(ark::make_layout(8, c).workers == 128);
+  CHECK(ark::make_layout(8, c).total > c.scratch_budget);
 }
 
 TEST_CASE("split: every part is aligned, the parts tile the range, every rank computes the same") {

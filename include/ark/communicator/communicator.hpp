@@ -175,7 +175,9 @@ public:
     static_assert(dma_backend<B>, "ark: B is not a DMA backend");
     rt_.check_usable("launch");
     if (workers < 1 || workers > rt_.lay().workers)
-      detail::throw_invalid("launch", "workers must be in [1, " + std::to_string(rt_.lay().workers) + "]");
+      detail::throw_invalid("launch", "workers must be in [1, " + std::to_string(rt_.lay().workers) +
+                                          "] (team_config.workers, or with automatic slots the workers "
+                                          "whose slots fit in team_config.scratch_budget)");
     detail::check_block_cap(rt_, "launch", workers);
     detail::check_options(rt_, "launch", o);
     if (o.max_ctas == 0)

@@ -47,10 +47,12 @@ struct memory_report {
   std::size_t engine_queues = 0; ///< the DMA engine's request queues (with staging)
   bool engine_queues_on_device = false; ///< device memory (device graphs); else host-mapped (the CPU proxy)
   std::size_t graph_tables = 0;         ///< device graphs: tickets, counters, the graph table (device memory)
-  std::size_t graphs = 0;  ///< copy graphs instantiated (each also holds the driver's memory, not counted)
-  std::size_t control = 0; ///< the control block (host-mapped)
-  std::size_t windows = 0; ///< buffers registered with register_buffer (the user's memory)
-  std::size_t streams = 0; ///< streams the communicator holds
+  std::size_t graphs = 0;     ///< copy graphs instantiated (each also holds the driver's memory, not counted)
+  std::size_t control = 0;    ///< the control block (host-mapped)
+  std::size_t windows = 0;    ///< buffers registered with register_buffer (the user's memory)
+  std::size_t streams = 0;    ///< streams the communicator holds
+  unsigned workers = 0;       ///< the workers the scratch holds slots for (layout::workers)
+  std::size_t slot_bytes = 0; ///< their slots' payload (layout::slot_bytes)
   /// Device memory the communicator allocated itself.
   std::size_t device_bytes() const {
     return (scratch_is_users ? 0 : scratch) + (engine_queues_on_device ? engine_queues : 0) + graph_tables;
@@ -76,17 +78,19 @@ tuning default_tuning() {
   return t;
 }
 
-/// Default sizes of the symmetric region per platform. GPUs: 512 KB slots, the size that gave
-/// large messages their best bandwidth (docs/perf.md). The region then holds
-/// workers x world x (max_depth + 1) slots, which grows with the world: required_scratch() says
-/// how much; team_config::slot_bytes trades it for bandwidth.
+/// Default sizes of the symmetric region per platform. GPUs: automatic slots in 64 MB at any
+/// world (team_config::scratch_budget): up to 128 workers with slots of 128 to 512 KB, which
+/// keeps large messages' bandwidth (docs/perf.md, "Bounded scratch"); memory() and
+/// required_scratch() say what a configuration holds. Explicit slot_bytes take the region back
+/// to workers x world x (max_depth + 1) slots.
 template <device P>
 team_config default_team() {
   team_config c;
   if constexpr (!P::synchronous_launch) {
     c.workers = 128;
     c.max_depth = 4;
-    c.slot_bytes = 512 << 10;
+    c.slot_bytes = 0;
+    c.scratch_budget = 64 << 20;
     c.ll_slot_bytes = 16 << 10;
     c.staging = false; // engine backends (proxy_engine, tma) need it: team_config.staging = true
   }

@@ -106,7 +106,10 @@ call_plan plan_call(const rank_runtime<P>& rt, std::size_t count, const call_opt
   const unsigned workers = blocks(bytes, ll);
   if (workers > l.workers)
     throw_invalid(call, "workers " + std::to_string(workers) + " exceeds team_config.workers " +
-                            std::to_string(l.workers));
+                            std::to_string(l.workers) +
+                            (l.workers < rt.cfg().team.workers
+                                 ? " (the workers whose slots fit in team_config.scratch_budget)"
+                                 : ""));
   p.ctas = workers;
   p.threads = tune.threads;
   if (K == collective::all_reduce && p.algorithm == algo::one_shot::id && ll) {

@@ -64,6 +64,8 @@ public:
   /// Adds the region, the control block and the stream to `r`.
   void report(memory_report& r) const {
     r.scratch = team_.lay.total;
+    r.workers = team_.lay.workers;
+    r.slot_bytes = team_.lay.slot_bytes;
     r.scratch_is_users = !owns_region_;
     r.control = sizeof(control_block);
     r.streams += stream_ ? 1 : 0;
@@ -335,7 +337,8 @@ private:
             std::to_string(c.free_bytes) + " bytes free. The scratch holds " + std::to_string(l.workers) +
             " workers x " + std::to_string(l.world) + " ranks x " + std::to_string(l.max_depth() + 1) +
             " slots of " + std::to_string(l.slot_bytes) +
-            " bytes (and LL slots): lower team_config.slot_bytes, .workers or .max_depth "
+            " bytes (and LL slots): lower team_config.slot_bytes, .workers or .max_depth, or with "
+            "automatic slots (slot_bytes = 0) team_config.scratch_budget "
             "(communicator::required_scratch says what a configuration needs), or pass "
             "config::scratch",
         l.total, c.free_bytes);

@@ -37,11 +37,23 @@ namespace ark {
 
 /// Sizes of a communicator's symmetric region; the same on every rank.
 struct team_config {
-  unsigned workers = 8;                 ///< most workers a call may use (each has its own slots)
-  unsigned max_depth = 8;               ///< the largest pipeline Depth calls may use
-  std::size_t slot_bytes = 64 << 10;    ///< payload of a simple-protocol slot
+  unsigned workers = 8;   ///< most workers a call may use (each has its own slots)
+  unsigned max_depth = 8; ///< the largest pipeline Depth calls may use
+  /// Payload of a simple-protocol slot. 0: automatic, sized by scratch_budget (below).
+  std::size_t slot_bytes = 64 << 10;
   std::size_t ll_slot_bytes = 16 << 10; ///< payload of an LL slot (the packets take twice this)
   bool staging = true;                  ///< reserve staging for engine backends
+  /// With automatic slots (slot_bytes = 0), the most bytes of the symmetric region, whatever the
+  /// world: the region holds slots for as many of `workers` as fit with slots of
+  /// auto_slot_least bytes, then makes those slots as large as fit, up to auto_slot_most. The
+  /// workers a call may use are then those (layout::workers). Explicit sizes (slot_bytes > 0)
+  /// are taken as given: the region grows with workers x world x (max_depth + 1) slots.
+  std::size_t scratch_budget = 0;
+  /// Automatic slots are never smaller than this unless one worker's slots would not fit:
+  /// large messages lose no bandwidth down to it, and do below it (docs/perf.md, "Bounded
+  /// scratch").
+  static constexpr std::size_t auto_slot_least = 128 << 10;
+  static constexpr std::size_t auto_slot_most = 512 << 10; ///< nor larger than this
 };
 
 /// The header a sender writes next to each step's payload; the receiver checks it.
@@ -139,7 +151,54 @@ namespace detail {
 inline std::uint64_t align_up(std::uint64_t x, std::uint64_t a) { return (x + a - 1) / a * a; }
 } // namespace detail
 
-/// Computes the layout for `world` ranks; throws invalid_argument on impossible sizes.
+namespace detail {
+/// The layout of `workers` workers' channels with slots of `slot_bytes` (the rest from `c`).
+inline layout place_layout(int world, unsigned workers, std::size_t slot_bytes, const team_config& c) {
+  layout l;
+  l.world = static_cast<std::uint32_t>(world);
+  l.workers = workers;
+  l.slots = c.max_depth + 1;
+  l.slot_bytes = slot_bytes;
+  l.ll_slot_bytes = c.ll_slot_bytes;
+  l.ll_slots = std::bit_ceil(l.slots);
+  l.ll_slot_stride = detail::align_up(2 * c.ll_slot_bytes + layout::ll_header_bytes, 256);
+  const std::uint64_t chans = std::uint64_t(workers) * std::uint64_t(world);
+  std::uint64_t off = 0;
+  l.head_off = off, off += chans * layout::flag_stride;
+  l.ack_off = off, off += chans * layout::flag_stride;
+  l.bar_off = off, off += chans * layout::flag_stride;
+  l.state_off = off, off += std::uint64_t(workers) * layout::flag_stride;
+  l.ce_off = off, off += std::uint64_t(world) * layout::ce_flags * layout::flag_stride;
+  l.claim_off = off, off += layout::flag_stride;
+  l.hdr_off = off, off += detail::align_up(chans * l.slots * sizeof(slot_header), 256);
+  l.data_off = off, off += chans * l.slots * slot_bytes;
+  l.ll_off = off, off += chans * l.ll_slots * l.ll_slot_stride;
+  l.stage_off = off;
+  l.staging = c.staging ? 1 : 0;
+  if (c.staging) off += chans * l.slots * slot_bytes;
+  l.total = off;
+  return l;
+}
+
+/// The largest n in [lo, hi] with ok(n), given ok(lo) and ok monotonic (true, then false).
+template <class T, class Ok>
+T largest_that(T lo, T hi, Ok&& ok) {
+  while (lo < hi) {
+    const T mid = lo + (hi - lo + 1) / 2;
+    if (ok(mid))
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return lo;
+}
+} // namespace detail
+
+/// Computes the layout for `world` ranks; throws invalid_argument on impossible sizes. With
+/// automatic slots (team_config::slot_bytes = 0) the region fits team_config::scratch_budget:
+/// first as many workers as fit with auto_slot_least-byte slots (fewer workers cost a large
+/// call blocks, smaller slots cost it a fence and a flag round trip per step), then slots as
+/// large as fit, in 4 KB steps, up to auto_slot_most.
 inline layout make_layout(int world, const team_config& c) {
   if (world < 1 || world > max_world)
     detail::throw_invalid("communicator", "world size " + std::to_string(world) + " is outside [1, " +
@@ -148,34 +207,33 @@ inline layout make_layout(int world, const team_config& c) {
     detail::throw_invalid("communicator", "workers must be in [1, 4096]");
   if (c.max_depth < 1 || c.max_depth > 63)
     detail::throw_invalid("communicator", "max_depth must be in [1, 63]");
-  if (c.slot_bytes < 256 || c.slot_bytes % 256)
-    detail::throw_invalid("communicator", "slot_bytes must be a positive multiple of 256");
+  if (c.slot_bytes % 256 || (c.slot_bytes && c.slot_bytes < 256))
+    detail::throw_invalid("communicator", "slot_bytes must be a positive multiple of 256 (or 0: automatic)");
   if (c.ll_slot_bytes < 256 || c.ll_slot_bytes % 256)
     detail::throw_invalid("communicator", "ll_slot_bytes must be a positive multiple of 256");
-  layout l;
-  l.world = static_cast<std::uint32_t>(world);
-  l.workers = c.workers;
-  l.slots = c.max_depth + 1;
-  l.slot_bytes = c.slot_bytes;
-  l.ll_slot_bytes = c.ll_slot_bytes;
-  l.ll_slots = std::bit_ceil(l.slots);
-  l.ll_slot_stride = detail::align_up(2 * c.ll_slot_bytes + layout::ll_header_bytes, 256);
-  const std::uint64_t chans = std::uint64_t(c.workers) * std::uint64_t(world);
-  std::uint64_t off = 0;
-  l.head_off = off, off += chans * layout::flag_stride;
-  l.ack_off = off, off += chans * layout::flag_stride;
-  l.bar_off = off, off += chans * layout::flag_stride;
-  l.state_off = off, off += std::uint64_t(c.workers) * layout::flag_stride;
-  l.ce_off = off, off += std::uint64_t(world) * layout::ce_flags * layout::flag_stride;
-  l.claim_off = off, off += layout::flag_stride;
-  l.hdr_off = off, off += detail::align_up(chans * l.slots * sizeof(slot_header), 256);
-  l.data_off = off, off += chans * l.slots * c.slot_bytes;
-  l.ll_off = off, off += chans * l.ll_slots * l.ll_slot_stride;
-  l.stage_off = off;
-  l.staging = c.staging ? 1 : 0;
-  if (c.staging) off += chans * l.slots * c.slot_bytes;
-  l.total = off;
-  return l;
+  if (c.slot_bytes) return detail::place_layout(world, c.workers, c.slot_bytes, c);
+  if (!c.scratch_budget)
+    detail::throw_invalid("communicator", "slot_bytes = 0 (automatic) sizes the slots by "
+                                          "team_config.scratch_budget, which is 0: give one of them");
+  const auto fits = [&](unsigned w, std::size_t s) {
+    return detail::place_layout(world, w, s, c).total <= c.scratch_budget;
+  };
+  if (!fits(1, 256))
+    detail::throw_invalid("communicator",
+                          "team_config.scratch_budget of " + std::to_string(c.scratch_budget) +
+                              " bytes cannot hold one worker's slots at world " + std::to_string(world) +
+                              ": that takes " + std::to_string(detail::place_layout(world, 1, 256, c).total) +
+                              " bytes (raise it, or lower max_depth or ll_slot_bytes)");
+  const std::size_t least = team_config::auto_slot_least, grain = 4 << 10;
+  if (!fits(1, least)) // one worker, its slots as large as fit
+    return detail::place_layout(world, 1,
+                                256 * detail::largest_that<std::size_t>(
+                                          1, least / 256, [&](std::size_t k) { return fits(1, 256 * k); }),
+                                c);
+  const unsigned w = detail::largest_that<unsigned>(1, c.workers, [&](unsigned n) { return fits(n, least); });
+  const std::size_t g = detail::largest_that<std::size_t>(least / grain, team_config::auto_slot_most / grain,
+                                                          [&](std::size_t k) { return fits(w, k * grain); });
+  return detail::place_layout(world, w, g * grain, c);
 }
 
 } // namespace ark

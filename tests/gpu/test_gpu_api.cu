@@ -539,6 +539,9 @@ TEST_CASE("gpu: ranks that share a GPU split its SMs; a call that asks for more 
       const unsigned kernels = early ? 2 : 1;
       gpu_comm::config cfg;
       cfg.early_launch = early;
+      // explicit slots: every one of the workers has its own, so the SM share alone bounds a call
+      // (automatic slots hold fewer workers than a rank's share without early launch)
+      cfg.team.slot_bytes = 64 << 10;
       basic_world<gpu> w(world, cfg);
       std::vector<unsigned> cap(world), ctas(world), capped_ctas(world);
       std::vector<int> refused(world, 0);

@@ -1,4 +1,4 @@
-// Reduce-scatter, all-gather, broadcast and reduce on GPUs, over both SM backends.
+// Reduce-scatter, all-gather, broadcast, reduce and all-to-all on GPUs, over both SM backends.
 #include "gpu_support.hpp"
 
 using namespace ark_test;
@@ -23,4 +23,9 @@ TEST_CASE("gpu broadcast and reduce: both backends, every root" * needs_gpus(1))
                                                  type_list<ark::op::sum>{});
   gpu_matrix<ark::collective::reduce, std::int64_t>(type_list<ark::algo::direct>{}, sm_backends{},
                                                     type_list<ark::op::prod>{});
+}
+
+TEST_CASE("gpu all_to_all: direct, both backends" * needs_gpus(1)) {
+  gpu_matrix<ark::collective::all_to_all, float>(type_list<ark::algo::direct>{}, sm_backends{},
+                                                 type_list<ark::op::sum>{});
 }

@@ -10,8 +10,9 @@
 // everything else (guards, inputs, outputs of refused calls, a reduce's non-roots) untouched.
 // A call the soak knows to be invalid (the rules in `refusal`) must be refused with
 // invalid_argument naming the reason, and every other call must run: a refusal of a valid call,
-// a timeout, a wrong byte end the configuration as a failure. Four configurations run in turn
-// (the defaults, small slots, the CPU proxy, device graphs), each over a fresh communicator.
+// a timeout, a wrong byte end the configuration as a failure. The configurations run in turn
+// (the defaults, automatic slots on the host, small slots, the CPU proxy, device graphs), each over
+// a fresh communicator.
 //
 //   ark_soak [--world N] [--calls N] [--seconds S] [--seed N] [--processes] [--configs a,b]
 #pragma once
@@ -131,6 +132,8 @@ entry<P> make_entry() {
       c.template all_gather<A, B>(in, out, a.count, o);
     else if constexpr (K == ark::collective::broadcast)
       c.template broadcast<B>(in, out, a.count, a.root, o);
+    else if constexpr (K == ark::collective::all_to_all)
+      c.template all_to_all<B>(in, out, a.count, o);
     else
       c.template reduce<B>(in, out, a.count, a.root, Op{}, o);
   };
@@ -150,10 +153,15 @@ entry<P> make_entry() {
       T got;
       std::memcpy(&got, out + i * sizeof(T), sizeof(T));
       bool ok;
-      if constexpr (K == ark::collective::all_gather || K == ark::collective::broadcast) {
-        const int from = K == ark::collective::all_gather ? static_cast<int>(i / a.count) : a.root;
-        const T want =
-            ark_test::input<T, Op>(a.seed, from, K == ark::collective::all_gather ? i % a.count : i);
+      if constexpr (K == ark::collective::all_gather || K == ark::collective::broadcast ||
+                    K == ark::collective::all_to_all) {
+        // all-gather: block q is rank q's input; all-to-all: block q is block `rank` of rank
+        // q's input; broadcast: the root's input
+        const int from = K == ark::collective::broadcast ? a.root : static_cast<int>(i / a.count);
+        const std::size_t j = K == ark::collective::broadcast    ? i
+                              : K == ark::collective::all_gather ? i % a.count
+                                                                 : a.rank * a.count + i % a.count;
+        const T want = ark_test::input<T, Op>(a.seed, from, j);
         ok = std::memcmp(&got, &want, sizeof(T)) == 0;
       } else {
         const std::size_t j = K == ark::collective::reduce_scatter ? a.rank * a.count + i : i;
@@ -259,13 +267,18 @@ std::vector<entry<P>> table() {
       at<41, K::reduce, algo::direct, tc1, P>(),
       at<42, K::reduce, algo::direct, ll8, P>(),
       at<43, K::reduce, algo::direct, pe4, P>(),
+      at<44, K::all_to_all, algo::direct, dauto, P>(),
+      at<45, K::all_to_all, algo::direct, tc2, P>(),
+      at<46, K::all_to_all, algo::direct, tc8, P>(),
+      at<47, K::all_to_all, algo::direct, ll4, P>(),
+      at<48, K::all_to_all, algo::direct, pe1, P>(),
   };
 #if defined(ARK_COMPILER_CUDA) && !defined(ARK_HIP_COMPILE_CHECK) // dma::tma: NVIDIA sm_90 and newer
-  t.push_back(at<44, K::all_reduce, algo::two_shot, dma::tma<2>, P>());
-  t.push_back(at<45, K::all_reduce, algo::ring, dma::tma<8>, P>());
-  t.push_back(at<46, K::reduce_scatter, algo::direct, dma::tma<1>, P>());
-  t.push_back(at<47, K::all_gather, algo::ring, dma::tma<4>, P>());
-  t.push_back(at<48, K::reduce, algo::direct, dma::tma<4>, P>());
+  t.push_back(at<49, K::all_reduce, algo::two_shot, dma::tma<2>, P>());
+  t.push_back(at<50, K::all_reduce, algo::ring, dma::tma<8>, P>());
+  t.push_back(at<51, K::reduce_scatter, algo::direct, dma::tma<1>, P>());
+  t.push_back(at<52, K::all_gather, algo::ring, dma::tma<4>, P>());
+  t.push_back(at<53, K::reduce, algo::direct, dma::tma<4>, P>());
 #endif
   return t;
 }
@@ -311,6 +324,7 @@ std::string refusal(const call<P>& c, const limits& l) {
   const entry<P>& e = *c.e;
   using K = ark::collective;
   if (c.misaligned) return "is not aligned to its element type";
+  if (e.k == K::all_to_all && c.in_place && c.a.count) return "overlap"; // no in-place form
   if (c.workers && c.max_ctas > 0 && c.workers > static_cast<unsigned>(c.max_ctas)) return "exceeds max_ctas";
   const bool ce = e.backend == bk::copy_engine;
   if (ce && e.k == K::all_reduce) {
@@ -365,6 +379,14 @@ configurations(const run_options& ro) {
     cfg_t c; // the defaults (on GPUs: 128 workers, 512 KB slots, depth 4, no staging)
     c.timeout = timeout;
     all.emplace_back("defaults", c);
+  }
+  if constexpr (!gpu) {
+    cfg_t c; // automatic slots in a budget that holds fewer workers than asked for at larger
+             // worlds (on GPUs the defaults are automatic slots)
+    c.team.slot_bytes = 0;
+    c.team.scratch_budget = 32 << 20;
+    c.timeout = timeout;
+    all.emplace_back("automatic slots", c);
   }
   {
     cfg_t c; // small slots: many pipeline steps even at small sizes; early launch off

@@ -30,7 +30,7 @@ std::size_t out_elems(std::size_t count, int world) {
   return out_elems(K, count, world);
 }
 
-/// Calls collective K with algorithm A (ignored for broadcast/reduce) and backend B.
+/// Calls collective K with algorithm A (ignored for broadcast, reduce and all_to_all) and backend B.
 template <ark::collective K, class A, class B, class T, class Op, class P>
 void call(ark::communicator<P>& c, const T* in, T* out, std::size_t count, int root) {
   if constexpr (K == ark::collective::all_reduce)
@@ -41,6 +41,8 @@ void call(ark::communicator<P>& c, const T* in, T* out, std::size_t count, int r
     c.template all_gather<A, B>(in, out, count);
   else if constexpr (K == ark::collective::broadcast)
     c.template broadcast<B>(in, out, count, root);
+  else if constexpr (K == ark::collective::all_to_all)
+    c.template all_to_all<B>(in, out, count);
   else
     c.template reduce<B>(in, out, count, root, Op{});
 }
@@ -62,6 +64,9 @@ std::vector<T> expected_inputs(const case_params& p, int world, int rank, std::s
     break;
   case ark::collective::broadcast:
     v.push_back(input<T, Op>(p.seed, p.root, i));
+    break;
+  case ark::collective::all_to_all: // block q: block `rank` of rank q's input
+    v.push_back(input<T, Op>(p.seed, static_cast<int>(i / p.count), rank * p.count + i % p.count));
     break;
   default:
     if (rank == p.root)
@@ -271,9 +276,10 @@ void run_matrix(Algos algos, Backends backends, Ops ops,
           std::uint64_t seed = 1;
           for (std::size_t count : sizes)
             for (bool in_place : {false, true})
-              check_collective<K, T, decltype(op), P>(
-                  w, {count, static_cast<int>(count % world), in_place, seed++},
-                  make_callee<K, decltype(a), decltype(b), T, decltype(op), P>());
+              if (!in_place || K != ark::collective::all_to_all) // all-to-all has no in-place form
+                check_collective<K, T, decltype(op), P>(
+                    w, {count, static_cast<int>(count % world), in_place, seed++},
+                    make_callee<K, decltype(a), decltype(b), T, decltype(op), P>());
         });
       });
     });

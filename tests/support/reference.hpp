@@ -16,10 +16,10 @@ namespace ark_test {
 
 /// Elements of a rank's input and output of collective k on `count` elements per rank.
 inline std::size_t in_elems(ark::collective k, std::size_t count, int world) {
-  return k == ark::collective::reduce_scatter ? count * world : count;
+  return k == ark::collective::reduce_scatter || k == ark::collective::all_to_all ? count * world : count;
 }
 inline std::size_t out_elems(ark::collective k, std::size_t count, int world) {
-  return k == ark::collective::all_gather ? count * world : count;
+  return k == ark::collective::all_gather || k == ark::collective::all_to_all ? count * world : count;
 }
 
 // -- inputs ---------------------------------------------------------------------------------------

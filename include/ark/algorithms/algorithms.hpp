@@ -74,7 +74,8 @@ struct ring {
   static constexpr std::uint8_t id = 3;
   static constexpr const char* name = "ring";
 };
-/// Reduce-scatter, all-gather, broadcast, reduce: every rank talks to its peers directly.
+/// Reduce-scatter, all-gather, broadcast, reduce, all-to-all: every rank talks to its peers
+/// directly.
 struct direct {
   static constexpr std::uint8_t id = 4;
   static constexpr const char* name = "direct";
@@ -95,13 +96,13 @@ namespace algorithms {
 
 /// Whether algorithm A implements collective K.
 template <collective K, class A>
-inline constexpr bool implements = (K == collective::all_reduce &&
-                                    (std::is_same_v<A, algo::one_shot> || algo::is_one_step<A> ||
+inline constexpr bool implements =
+    (K == collective::all_reduce && (std::is_same_v<A, algo::one_shot> || algo::is_one_step<A> ||
                                      std::is_same_v<A, algo::two_shot> || std::is_same_v<A, algo::ring>)) ||
-                                   ((K == collective::reduce_scatter || K == collective::all_gather) &&
-                                    (std::is_same_v<A, algo::direct> || std::is_same_v<A, algo::ring>)) ||
-                                   ((K == collective::broadcast || K == collective::reduce) &&
-                                    std::is_same_v<A, algo::direct>);
+    ((K == collective::reduce_scatter || K == collective::all_gather) &&
+     (std::is_same_v<A, algo::direct> || std::is_same_v<A, algo::ring>)) ||
+    ((K == collective::broadcast || K == collective::reduce || K == collective::all_to_all) &&
+     std::is_same_v<A, algo::direct>);
 
 /// Runs collective K with algorithm A. `root` is used by broadcast and reduce only. With
 /// ending::verdict the caller's next step must be a barrier of the scope (see ending).
@@ -127,11 +128,13 @@ ARK_HD bool run(const Ctx& ctx, const T* in, T* out, std::size_t count, int root
     return broadcast_direct(ctx, in, out, count, root, op);
   else if constexpr (K == collective::reduce && std::is_same_v<A, algo::direct>)
     return reduce_direct(ctx, in, out, count, root, op);
+  else if constexpr (K == collective::all_to_all && std::is_same_v<A, algo::direct>)
+    return all_to_all_direct(ctx, in, out, count, op);
   else
     static_assert(ark::detail::dependent_false<A>,
                   "ark: this algorithm does not implement this collective "
                   "(all_reduce: one_shot, one_step, one_step_world, two_shot, ring; reduce_scatter and "
-                  "all_gather: direct, ring; broadcast and reduce: direct)");
+                  "all_gather: direct, ring; broadcast, reduce and all_to_all: direct)");
 }
 
 } // namespace algorithms

@@ -1,5 +1,5 @@
 // ark/algorithms/direct.hpp: collectives where every rank talks to its peers directly:
-// reduce-scatter, all-gather, broadcast and reduce.
+// reduce-scatter, all-gather, broadcast, reduce and all-to-all.
 //
 // Reading order (docs/architecture.md, "direct"): the worker's range is cut into slot-sized
 // pieces; for each piece (one pipeline step) senders push their piece into the receivers' slots
@@ -10,6 +10,18 @@
 
 namespace ark::algorithms {
 
+/// Sends elements [off, off + n) of block p of `in` (blocks of `count`) to each peer p, as step
+/// `s`: the send of reduce-scatter and all-to-all.
+template <class Ctx, class T>
+ARK_HD bool send_blocks(const Ctx& ctx, const T* in, std::size_t count, std::size_t off, std::size_t n,
+                        std::uint64_t s) {
+  using B = typename Ctx::backend;
+  for (int p = 0; p < ctx.world(); ++p)
+    if (p != ctx.rank() && !B::send(ctx, dma::peers::only(p), s, in + p * count + off, n * sizeof(T)))
+      return false;
+  return true;
+}
+
 /// Reduce-scatter: `in` holds world blocks of `count`; rank r gets block r reduced over all ranks.
 template <class Ctx, class T, class Op>
 ARK_HD bool reduce_scatter_direct(const Ctx& ctx, const T* in, T* out, std::size_t count, const Op& op) {
@@ -18,12 +30,7 @@ ARK_HD bool reduce_scatter_direct(const Ctx& ctx, const T* in, T* out, std::size
   const dma::peers all = dma::peers::all();
   return pipeline_pieces<T>(
       ctx, count,
-      [&](std::size_t off, std::size_t n, std::uint64_t s) {
-        for (int p = 0; p < ctx.world(); ++p)
-          if (p != me && !B::send(ctx, dma::peers::only(p), s, in + p * count + off, n * sizeof(T)))
-            return false;
-        return true;
-      },
+      [&](std::size_t off, std::size_t n, std::uint64_t s) { return send_blocks(ctx, in, count, off, n, s); },
       [&](std::size_t off, std::size_t n, std::uint64_t s) {
         if (!B::open_recv(ctx, all, s) || !B::flush(ctx) ||
             !pass<T>(ctx, n, in_all_ranks<T>{in + me * count + off, s}, out_local<T>{out + off}, op, true))
@@ -107,6 +114,31 @@ ARK_HD bool reduce_direct(const Ctx& ctx, const T* in, T* out, std::size_t count
         return true;
       },
       false, true);
+}
+
+/// All-to-all: block p (of `count`) of every rank's `in` lands as block (sender) of rank p's
+/// `out`. Each step sends a piece of every peer's block to that peer alone and opens every
+/// peer's step before storing any output, so every rank's header is checked first.
+template <class Ctx, class T, class Op>
+ARK_HD bool all_to_all_direct(const Ctx& ctx, const T* in, T* out, std::size_t count, const Op& op) {
+  using B = typename Ctx::backend;
+  const int me = ctx.rank();
+  const dma::peers all = dma::peers::all();
+  return pipeline_pieces<T>(
+      ctx, count,
+      [&](std::size_t off, std::size_t n, std::uint64_t s) { return send_blocks(ctx, in, count, off, n, s); },
+      [&](std::size_t off, std::size_t n, std::uint64_t s) {
+        if (!B::open_recv(ctx, all, s) || !B::flush(ctx) ||
+            !pass<T>(ctx, n, in_local<T>{in + me * count + off}, out_local<T>{out + me * count + off}, op,
+                     false))
+          return false;
+        for (int p = 0; p < ctx.world(); ++p)
+          if (p != me && !pass<T>(ctx, n, in_peer{p, s}, out_local<T>{out + p * count + off}, op, false))
+            return false;
+        B::close_recv(ctx, all, s);
+        return true;
+      },
+      true);
 }
 
 } // namespace ark::algorithms

@@ -172,6 +172,12 @@ struct device_comm {
                      int root, Op op = {}) const {
     return run<collective::reduce, algo::direct, B>(g, worker, workers, in, out, count, root, op);
   }
+  /// Block p (of `count`) of `in` to rank p, block q of `out` from rank q; in and out disjoint.
+  template <class B = dma::automatic, scope G, element T>
+  ARK_HD bool all_to_all(G& g, unsigned worker, unsigned workers, const T* in, T* out,
+                         std::size_t count) const {
+    return run<collective::all_to_all, algo::direct, B>(g, worker, workers, in, out, count, 0, op::sum{});
+  }
 };
 
 } // namespace ark

@@ -168,6 +168,20 @@ public:
     run<collective::reduce, algo::direct, B>("reduce", in, out, count, root, op, o);
   }
 
+  /// in and out: world blocks of `count`; block p of in goes to rank p, where it lands as block
+  /// (this rank) of out. Not in place: in and out must not overlap.
+  template <class B = dma::automatic, element T>
+  void all_to_all(const T* in, T* out, std::size_t count, const call_options<P>& o = {}) {
+    static_assert(!std::is_same_v<B, dma::copy_engine>,
+                  "ark: dma::copy_engine offers all_reduce, all_gather and "
+                  "broadcast");
+    detail::check_elements<T>("all_to_all", count, world());
+    detail::check_buffer("all_to_all", "send buffer", in, count * world());
+    detail::check_buffer("all_to_all", "recv buffer", out, count * world());
+    detail::check_overlap("all_to_all", in, count * world(), out, count * world(), false);
+    run<collective::all_to_all, algo::direct, B>("all_to_all", in, out, count, 0, op::sum{}, o);
+  }
+
   /// Runs a custom collective: f(ctx) on every worker, ctx being a context<P, B, scope> (see
   /// examples/03). f returns false after a failure it recorded through ctx.
   template <class B = dma::thread_copy<default_depth>, class F>

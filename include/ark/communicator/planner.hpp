@@ -78,7 +78,7 @@ call_plan plan_call(const rank_runtime<P>& rt, std::size_t count, const call_opt
   if (o.max_ctas == 0 || ce) {
     if (K != collective::all_gather && K != collective::broadcast)
       throw_invalid(call, "max_ctas = 0 (copy engine only) is for all_gather and broadcast; this "
-                          "collective reduces on the SMs: give it at least one block");
+                          "collective runs on the SMs: give it at least one block");
     check_hardware_queues(rt, call, 1);
     p.algorithm = algo::direct::id;
     // copies and flag writes on the stream; one warp waits for the peers' flags

@@ -19,7 +19,8 @@ enum class collective : std::uint8_t {
   all_gather,
   broadcast,
   reduce,
-  custom
+  custom,
+  all_to_all
 };
 
 inline const char* to_string(collective c) {
@@ -36,6 +37,8 @@ inline const char* to_string(collective c) {
     return "reduce";
   case collective::custom:
     return "custom";
+  case collective::all_to_all:
+    return "all_to_all";
   }
   return "unknown";
 }

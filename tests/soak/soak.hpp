@@ -442,6 +442,29 @@ struct rank_link {
   std::function<ark::any_bootstrap(int config)> bootstrap;
 };
 
+/// Where an engine serves the rank's queues: each worker's requests posted, taken by a
+/// device-graph launcher and completed, for the workers whose queue is not drained (a failure
+/// reports them: a queue left posted but never taken names a launcher that never ran).
+template <class P>
+std::string engine_queues(const ark::communicator<P>& comm) {
+  const ark::team_view& t = comm.team();
+  if (!t.engine || !t.lay.has_staging()) return "";
+  std::vector<std::byte> img(ark::dma::engine_bytes(t.lay));
+  try {
+    P::copy(img.data(), t.engine, img.size());
+  } catch (const std::exception& x) {
+    return std::string("; engine queues unreadable: ") + x.what();
+  }
+  std::string s = "; engine queues (worker: posted/taken by a launcher/completed, drained ones left out):";
+  for (unsigned w = 0; w < t.lay.workers; ++w) {
+    const auto* q = ark::dma::queue(t.lay, img.data(), w);
+    if (q->posted != q->completed)
+      s += " " + std::to_string(w) + ": " + std::to_string(q->posted) + "/" + std::to_string(q->taken) + "/" +
+           std::to_string(q->completed);
+  }
+  return s;
+}
+
 /// The steady clock in milliseconds (one clock for every thread and process of the machine).
 inline long ms_now() {
   return static_cast<long>(std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -636,7 +659,7 @@ std::vector<named_config_result> run_rank(const run_options& ro, int rank, int d
           for (std::size_t i = 0; i < batch.size(); ++i)
             calls += "\n      " + std::to_string(i) + ": " + batch[i].describe() +
                      (batch[i].refused.empty() ? "" : " [refused: " + batch[i].refused + "]");
-          res.failures.push_back("rank " + std::to_string(rank) + ": " + error + calls);
+          res.failures.push_back("rank " + std::to_string(rank) + ": " + error + calls + engine_queues(comm));
           failed = keep_memory = true; // a failed peer's copies may still land in our buffers
         } else {
           // -- check every byte uploaded

@@ -134,6 +134,10 @@ entry<P> make_entry() {
       c.template broadcast<B>(in, out, a.count, a.root, o);
     else if constexpr (K == ark::collective::all_to_all)
       c.template all_to_all<B>(in, out, a.count, o);
+    else if constexpr (K == ark::collective::gather)
+      c.template gather<B>(in, out, a.count, a.root, o);
+    else if constexpr (K == ark::collective::scatter)
+      c.template scatter<B>(in, out, a.count, a.root, o);
     else
       c.template reduce<B>(in, out, a.count, a.root, Op{}, o);
   };
@@ -144,7 +148,9 @@ entry<P> make_entry() {
       std::memcpy(dst + i * sizeof(T), &v, sizeof(T));
     }
   };
-  e.written = [](const args& a) { return K != ark::collective::reduce || a.rank == a.root; };
+  e.written = [](const args& a) {
+    return (K != ark::collective::reduce && K != ark::collective::gather) || a.rank == a.root;
+  };
   e.wrong = [](const args& a, const std::byte* out, std::string& first) {
     const std::size_t n = out_elems(K, a.count, a.world);
     std::size_t bad = 0;
@@ -154,13 +160,17 @@ entry<P> make_entry() {
       std::memcpy(&got, out + i * sizeof(T), sizeof(T));
       bool ok;
       if constexpr (K == ark::collective::all_gather || K == ark::collective::broadcast ||
-                    K == ark::collective::all_to_all) {
-        // all-gather: block q is rank q's input; all-to-all: block q is block `rank` of rank
-        // q's input; broadcast: the root's input
-        const int from = K == ark::collective::broadcast ? a.root : static_cast<int>(i / a.count);
-        const std::size_t j = K == ark::collective::broadcast    ? i
-                              : K == ark::collective::all_gather ? i % a.count
-                                                                 : a.rank * a.count + i % a.count;
+                    K == ark::collective::all_to_all || K == ark::collective::gather ||
+                    K == ark::collective::scatter) {
+        // all-gather and gather: block q is rank q's input; all-to-all: block q is block `rank`
+        // of rank q's input; broadcast: the root's input; scatter: block `rank` of the root's
+        const bool from_root = K == ark::collective::broadcast || K == ark::collective::scatter;
+        const int from = from_root ? a.root : static_cast<int>(i / a.count);
+        const std::size_t j = K == ark::collective::broadcast ? i
+                              : K == ark::collective::scatter ? a.rank * a.count + i
+                              : K == ark::collective::all_gather || K == ark::collective::gather
+                                  ? i % a.count
+                                  : a.rank * a.count + i % a.count;
         const T want = ark_test::input<T, Op>(a.seed, from, j);
         ok = std::memcmp(&got, &want, sizeof(T)) == 0;
       } else {
@@ -272,13 +282,19 @@ std::vector<entry<P>> table() {
       at<46, K::all_to_all, algo::direct, tc8, P>(),
       at<47, K::all_to_all, algo::direct, ll4, P>(),
       at<48, K::all_to_all, algo::direct, pe1, P>(),
+      at<49, K::gather, algo::direct, dauto, P>(),
+      at<50, K::gather, algo::direct, ll2, P>(),
+      at<51, K::gather, algo::direct, pe4, P>(),
+      at<52, K::scatter, algo::direct, dauto, P>(),
+      at<53, K::scatter, algo::direct, tc8, P>(),
+      at<54, K::scatter, algo::direct, ll1, P>(),
   };
 #if defined(ARK_COMPILER_CUDA) && !defined(ARK_HIP_COMPILE_CHECK) // dma::tma: NVIDIA sm_90 and newer
-  t.push_back(at<49, K::all_reduce, algo::two_shot, dma::tma<2>, P>());
-  t.push_back(at<50, K::all_reduce, algo::ring, dma::tma<8>, P>());
-  t.push_back(at<51, K::reduce_scatter, algo::direct, dma::tma<1>, P>());
-  t.push_back(at<52, K::all_gather, algo::ring, dma::tma<4>, P>());
-  t.push_back(at<53, K::reduce, algo::direct, dma::tma<4>, P>());
+  t.push_back(at<55, K::all_reduce, algo::two_shot, dma::tma<2>, P>());
+  t.push_back(at<56, K::all_reduce, algo::ring, dma::tma<8>, P>());
+  t.push_back(at<57, K::reduce_scatter, algo::direct, dma::tma<1>, P>());
+  t.push_back(at<58, K::all_gather, algo::ring, dma::tma<4>, P>());
+  t.push_back(at<59, K::reduce, algo::direct, dma::tma<4>, P>());
 #endif
   return t;
 }
@@ -595,9 +611,10 @@ std::vector<named_config_result> run_rank(const run_options& ro, int rank, int d
         for (const auto& c : batch) {
           const entry<P>& e = *c.e;
           std::byte* in_at = c.in_place ? out_img.data() + c.out_off : in_img.data() + c.in_off;
-          // in place: all_gather's input is block `rank` of the output, reduce_scatter's output block `rank`
-          // of the input
-          if (c.in_place && e.k == ark::collective::all_gather) in_at += rank * c.a.count * e.elem;
+          // in place: all_gather's and gather's input is block `rank` of the output; reduce_scatter's and
+          // scatter's output is block `rank` of the input
+          if (c.in_place && (e.k == ark::collective::all_gather || e.k == ark::collective::gather))
+            in_at += rank * c.a.count * e.elem;
           e.input(c.a, in_at);
         }
         // when this rank reached each step of the batch (a failure reports them: a rank that
@@ -618,8 +635,10 @@ std::vector<named_config_result> run_rank(const run_options& ro, int rank, int d
           const std::byte* in = c.in_place ? out_base + c.out_off : in_base + c.in_off;
           std::byte* out = out_base + c.out_off;
           if (c.in_place) {
-            if (e.k == ark::collective::all_gather) in += rank * c.a.count * e.elem;
-            if (e.k == ark::collective::reduce_scatter) out += rank * c.a.count * e.elem;
+            if (e.k == ark::collective::all_gather || e.k == ark::collective::gather)
+              in += rank * c.a.count * e.elem;
+            if (e.k == ark::collective::reduce_scatter || e.k == ark::collective::scatter)
+              out += rank * c.a.count * e.elem;
           }
           ++res.calls;
           try {
@@ -671,7 +690,7 @@ std::vector<named_config_result> run_rank(const run_options& ro, int rank, int d
             if (!c.refused.empty()) continue;
             const entry<P>& e = *c.e;
             std::size_t off = c.out_off, len = out_elems(e.k, c.a.count, world) * e.elem;
-            if (c.in_place && e.k == ark::collective::reduce_scatter) {
+            if (c.in_place && (e.k == ark::collective::reduce_scatter || e.k == ark::collective::scatter)) {
               std::fill(result.begin() + c.out_off, result.begin() + c.out_off + c.out_bytes,
                         std::uint8_t{2});
               off += rank * c.a.count * e.elem;

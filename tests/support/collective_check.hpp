@@ -30,7 +30,7 @@ std::size_t out_elems(std::size_t count, int world) {
   return out_elems(K, count, world);
 }
 
-/// Calls collective K with algorithm A (ignored for broadcast, reduce and all_to_all) and backend B.
+/// Calls collective K with algorithm A (ignored where only direct implements K) and backend B.
 template <ark::collective K, class A, class B, class T, class Op, class P>
 void call(ark::communicator<P>& c, const T* in, T* out, std::size_t count, int root) {
   if constexpr (K == ark::collective::all_reduce)
@@ -43,6 +43,10 @@ void call(ark::communicator<P>& c, const T* in, T* out, std::size_t count, int r
     c.template broadcast<B>(in, out, count, root);
   else if constexpr (K == ark::collective::all_to_all)
     c.template all_to_all<B>(in, out, count);
+  else if constexpr (K == ark::collective::gather)
+    c.template gather<B>(in, out, count, root);
+  else if constexpr (K == ark::collective::scatter)
+    c.template scatter<B>(in, out, count, root);
   else
     c.template reduce<B>(in, out, count, root, Op{});
 }
@@ -67,6 +71,12 @@ std::vector<T> expected_inputs(const case_params& p, int world, int rank, std::s
     break;
   case ark::collective::all_to_all: // block q: block `rank` of rank q's input
     v.push_back(input<T, Op>(p.seed, static_cast<int>(i / p.count), rank * p.count + i % p.count));
+    break;
+  case ark::collective::gather: // the root's block q: rank q's input
+    if (rank == p.root) v.push_back(input<T, Op>(p.seed, static_cast<int>(i / p.count), i % p.count));
+    break;
+  case ark::collective::scatter: // block `rank` of the root's input
+    v.push_back(input<T, Op>(p.seed, p.root, rank * p.count + i));
     break;
   default:
     if (rank == p.root)
@@ -139,6 +149,11 @@ struct platform_buffer {
   }
 };
 
+/// In place, the output is a block of the input: what follows it is input, not a guard.
+template <ark::collective K>
+inline constexpr bool input_after_output =
+    K == ark::collective::reduce_scatter || K == ark::collective::scatter;
+
 /// Checks one case; templated on what the check depends on only, so that each (algorithm,
 /// backend) pair adds nothing but its own call to the build.
 template <ark::collective K, class T, class Op, class P>
@@ -165,9 +180,9 @@ void check_collective(basic_world<P>& w, const case_params& p, const callee<T, P
         std::vector<T> buf(std::max(nin, nout) + guard);
         poison(buf, pattern);
         std::size_t in_off = 0, out_off = 0;
-        if (K == ark::collective::reduce_scatter) out_off = rank * p.count;
-        if (K == ark::collective::all_gather) in_off = rank * p.count;
-        if (K != ark::collective::broadcast || rank == p.root)
+        if (K == ark::collective::reduce_scatter || K == ark::collective::scatter) out_off = rank * p.count;
+        if (K == ark::collective::all_gather || K == ark::collective::gather) in_off = rank * p.count;
+        if ((K != ark::collective::broadcast && K != ark::collective::scatter) || rank == p.root)
           std::copy(in.begin(), in.end(), buf.begin() + in_off);
         platform_buffer<P> dbuf(buf.size() * sizeof(T), rank);
         T* d = dbuf.template as<T>();
@@ -178,7 +193,7 @@ void check_collective(basic_world<P>& w, const case_params& p, const callee<T, P
         std::copy(buf.begin() + out_off, buf.begin() + out_off + nout, out.begin());
         // the guard is what follows the output in the same buffer
         std::copy(buf.begin() + out_off + nout, buf.begin() + out_off + nout + guard, out.begin() + nout);
-        if (K == ark::collective::reduce_scatter) { // elements past this rank's block hold input
+        if (input_after_output<K>) { // elements past this rank's block hold input
           for (std::size_t g = 0; g < guard; ++g) std::memset(&out[nout + g], pattern, sizeof(T));
         }
       }
@@ -194,10 +209,17 @@ void check_collective(basic_world<P>& w, const case_params& p, const callee<T, P
   for (int rank = 0; rank < world; ++rank) {
     for (int run = 0; run < 2; ++run) {
       const auto& out = runs[run][rank];
-      if (!(p.in_place && K == ark::collective::reduce_scatter) &&
-          std::memcmp(out.data() + nout, guard_bytes[run].data(), guard * sizeof(T)) != 0)
+      if (!(p.in_place && input_after_output<K>)&&std::memcmp(out.data() + nout, guard_bytes[run].data(),
+                                                              guard * sizeof(T)) != 0)
         fail("rank " + std::to_string(rank) + ": wrote past the end of the output");
     }
+    if (K == ark::collective::gather && rank != p.root && !p.in_place) // not the root's: never written
+      for (int run = 0; run < 2; ++run)
+        for (std::size_t i = 0; i < nout; ++i)
+          if (reinterpret_cast<const unsigned char*>(&runs[run][rank][i])[0] != (run ? 0x5a : 0xff)) {
+            fail("rank " + std::to_string(rank) + ": wrote into the output of a gather to another root");
+            break;
+          }
     for (std::size_t i = 0; i < nout; ++i) {
       const std::vector<T> vals = expected_inputs<K, T, Op>(p, world, rank, i);
       if (vals.empty()) continue;

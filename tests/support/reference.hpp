@@ -15,11 +15,17 @@
 namespace ark_test {
 
 /// Elements of a rank's input and output of collective k on `count` elements per rank.
+/// (gather's output and scatter's input: the root's; the other ranks' are not used.)
 inline std::size_t in_elems(ark::collective k, std::size_t count, int world) {
-  return k == ark::collective::reduce_scatter || k == ark::collective::all_to_all ? count * world : count;
+  return k == ark::collective::reduce_scatter || k == ark::collective::all_to_all ||
+                 k == ark::collective::scatter
+             ? count * world
+             : count;
 }
 inline std::size_t out_elems(ark::collective k, std::size_t count, int world) {
-  return k == ark::collective::all_gather || k == ark::collective::all_to_all ? count * world : count;
+  return k == ark::collective::all_gather || k == ark::collective::all_to_all || k == ark::collective::gather
+             ? count * world
+             : count;
 }
 
 // -- inputs ---------------------------------------------------------------------------------------

@@ -14,13 +14,23 @@ TEST_CASE("layout: sections are ordered, disjoint and sized by the configuration
   c.max_depth = 4;
   c.slot_bytes = 4096;
   c.ll_slot_bytes = 1024;
+  c.p2p_workers = 2; // workers 3 and 4, after the collectives'
   const ark::layout l = ark::make_layout(5, c);
   CHECK(l.slots == 5);
+  CHECK(l.all_workers() == 5);
+  CHECK(l.p2p_worker(1) == 4);
   CHECK(l.max_depth() == 4);
   CHECK(l.head_off < l.ack_off);
   CHECK(l.ack_off < l.bar_off);
   CHECK(l.hdr_off < l.data_off);
-  CHECK(l.ll_off - l.data_off == 3u * 5 * 5 * 4096);
+  CHECK(l.ll_off - l.data_off == 5u * 5 * 5 * 4096);
+  // the point-to-point workers' step counters: one per peer and direction, inside their section
+  CHECK(l.state_off < l.pair_off);
+  CHECK(l.pair_off < l.ce_off);
+  CHECK(reinterpret_cast<std::byte*>(l.pair_step(nullptr, 1, 4, true) + 1) <=
+        static_cast<std::byte*>(nullptr) + l.ce_off);
+  CHECK(l.pair_step(nullptr, 1, 4, true) != l.pair_step(nullptr, 1, 4, false));
+  CHECK(l.pair_step(nullptr, 0, 4, true) != l.pair_step(nullptr, 1, 0, false));
   CHECK(l.ll_slot_stride >= 2 * 1024 + 32);
   CHECK(l.has_staging());
   std::byte* base = nullptr;
@@ -31,7 +41,7 @@ TEST_CASE("layout: sections are ordered, disjoint and sized by the configuration
   // LL slots: rounded up to a power of two (8 for 5), the step masked; every slot of every channel
   // distinct and inside the LL section
   CHECK(l.ll_slots == 8);
-  CHECK(l.stage_off - l.ll_off == 3u * 5 * 8 * l.ll_slot_stride);
+  CHECK(l.stage_off - l.ll_off == 5u * 5 * 8 * l.ll_slot_stride);
   CHECK(l.ll(base, 1, 2, 13) == l.ll(base, 1, 2, 5));
   CHECK(l.ll(base, 1, 2, 13) != l.ll(base, 1, 2, 8));
   CHECK(l.ll(base, 1, 2, (std::uint64_t{1} << 40) + 3) == l.ll(base, 1, 2, 3));
@@ -44,7 +54,7 @@ TEST_CASE("layout: sections are ordered, disjoint and sized by the configuration
         CHECK(reinterpret_cast<const std::byte*>(p) >= base + l.ll_off);
         CHECK(reinterpret_cast<const std::byte*>(p) + l.ll_slot_stride <= base + l.stage_off);
       }
-  CHECK(l.stage(base, 2, 4, 4) + 4096 == base + l.total);
+  CHECK(l.stage(base, 4, 4, 4) + 4096 == base + l.total);
   c.staging = false;
   CHECK_FALSE(ark::make_layout(5, c).has_staging());
   c.max_depth = 0;

@@ -96,15 +96,17 @@ namespace algorithms {
 
 /// Whether algorithm A implements collective K.
 template <collective K, class A>
-inline constexpr bool implements =
-    (K == collective::all_reduce && (std::is_same_v<A, algo::one_shot> || algo::is_one_step<A> ||
+inline constexpr bool implements = (K == collective::all_reduce &&
+                                    (std::is_same_v<A, algo::one_shot> || algo::is_one_step<A> ||
                                      std::is_same_v<A, algo::two_shot> || std::is_same_v<A, algo::ring>)) ||
-    ((K == collective::reduce_scatter || K == collective::all_gather) &&
-     (std::is_same_v<A, algo::direct> || std::is_same_v<A, algo::ring>)) ||
-    ((K == collective::broadcast || K == collective::reduce || K == collective::all_to_all) &&
-     std::is_same_v<A, algo::direct>);
+                                   ((K == collective::reduce_scatter || K == collective::all_gather) &&
+                                    (std::is_same_v<A, algo::direct> || std::is_same_v<A, algo::ring>)) ||
+                                   ((K == collective::broadcast || K == collective::reduce ||
+                                     K == collective::all_to_all || K == collective::gather ||
+                                     K == collective::scatter) &&
+                                    std::is_same_v<A, algo::direct>);
 
-/// Runs collective K with algorithm A. `root` is used by broadcast and reduce only. With
+/// Runs collective K with algorithm A. `root` is used by broadcast, reduce, gather and scatter only. With
 /// ending::verdict the caller's next step must be a barrier of the scope (see ending).
 template <collective K, class A, ending E = ending::barrier, class Ctx, class T, class Op>
 ARK_HD bool run(const Ctx& ctx, const T* in, T* out, std::size_t count, int root, const Op& op) {
@@ -130,11 +132,15 @@ ARK_HD bool run(const Ctx& ctx, const T* in, T* out, std::size_t count, int root
     return reduce_direct(ctx, in, out, count, root, op);
   else if constexpr (K == collective::all_to_all && std::is_same_v<A, algo::direct>)
     return all_to_all_direct(ctx, in, out, count, op);
+  else if constexpr (K == collective::gather && std::is_same_v<A, algo::direct>)
+    return gather_direct(ctx, in, out, count, root, op);
+  else if constexpr (K == collective::scatter && std::is_same_v<A, algo::direct>)
+    return scatter_direct(ctx, in, out, count, root, op);
   else
     static_assert(ark::detail::dependent_false<A>,
                   "ark: this algorithm does not implement this collective "
                   "(all_reduce: one_shot, one_step, one_step_world, two_shot, ring; reduce_scatter and "
-                  "all_gather: direct, ring; broadcast, reduce and all_to_all: direct)");
+                  "all_gather: direct, ring; broadcast, reduce, all_to_all, gather and scatter: direct)");
 }
 
 } // namespace algorithms

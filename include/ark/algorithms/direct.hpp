@@ -1,5 +1,5 @@
 // ark/algorithms/direct.hpp: collectives where every rank talks to its peers directly:
-// reduce-scatter, all-gather, broadcast, reduce and all-to-all.
+// reduce-scatter, all-gather, broadcast, reduce, all-to-all, gather and scatter.
 //
 // Reading order (docs/architecture.md, "direct"): the worker's range is cut into slot-sized
 // pieces; for each piece (one pipeline step) senders push their piece into the receivers' slots
@@ -11,7 +11,7 @@
 namespace ark::algorithms {
 
 /// Sends elements [off, off + n) of block p of `in` (blocks of `count`) to each peer p, as step
-/// `s`: the send of reduce-scatter and all-to-all.
+/// `s`: the send of reduce-scatter, all-to-all and scatter.
 template <class Ctx, class T>
 ARK_HD bool send_blocks(const Ctx& ctx, const T* in, std::size_t count, std::size_t off, std::size_t n,
                         std::uint64_t s) {
@@ -139,6 +139,62 @@ ARK_HD bool all_to_all_direct(const Ctx& ctx, const T* in, T* out, std::size_t c
         return true;
       },
       true);
+}
+
+/// Gather: every rank's `in` lands as block (rank) of `root`'s `out`. The other ranks send to the
+/// root alone and open no step, so the call opens with a step of headers (see reduce_direct).
+/// In place at the root when its `in` is block `root` of its `out`.
+template <class Ctx, class T, class Op>
+ARK_HD bool gather_direct(const Ctx& ctx, const T* in, T* out, std::size_t count, int root, const Op& op) {
+  using B = typename Ctx::backend;
+  const int me = ctx.rank();
+  const bool is_root = me == root;
+  const dma::peers all = dma::peers::all();
+  return pipeline_pieces<T>(
+      ctx, count,
+      [&](std::size_t off, std::size_t n, std::uint64_t s) {
+        return is_root || B::send(ctx, dma::peers::only(root), s, in + off, n * sizeof(T));
+      },
+      [&](std::size_t off, std::size_t n, std::uint64_t s) {
+        if (!is_root) return true;
+        if (!B::open_recv(ctx, all, s) || !B::flush(ctx)) return false;
+        T* own = out + me * count + off;
+        if (own != in + off && !pass<T>(ctx, n, in_local<T>{in + off}, out_local<T>{own}, op, false))
+          return false;
+        for (int p = 0; p < ctx.world(); ++p)
+          if (p != me && !pass<T>(ctx, n, in_peer{p, s}, out_local<T>{out + p * count + off}, op, false))
+            return false;
+        B::close_recv(ctx, all, s);
+        return true;
+      },
+      false, true);
+}
+
+/// Scatter: block p (of `count`) of `root`'s `in` lands in rank p's `out`. The root sends each
+/// peer its block alone and opens no step, so the call opens with a step of headers (see
+/// broadcast_direct). In place at the root when its `out` is block `root` of its `in`.
+template <class Ctx, class T, class Op>
+ARK_HD bool scatter_direct(const Ctx& ctx, const T* in, T* out, std::size_t count, int root, const Op& op) {
+  using B = typename Ctx::backend;
+  const bool is_root = ctx.rank() == root;
+  const dma::peers from = dma::peers::only(root);
+  return pipeline_pieces<T>(
+      ctx, count,
+      [&](std::size_t off, std::size_t n, std::uint64_t s) {
+        return !is_root || send_blocks(ctx, in, count, off, n, s);
+      },
+      [&](std::size_t off, std::size_t n, std::uint64_t s) {
+        if (is_root) {
+          const T* own = in + root * count + off;
+          return out + off == own || pass<T>(ctx, n, in_local<T>{own}, out_local<T>{out + off}, op, false);
+        }
+        if (!B::open_recv(ctx, from, s) ||
+            !pass<T>(ctx, n, in_peer{root, s}, out_local<T>{out + off}, op, false))
+          return false;
+        B::close_recv(ctx, from, s);
+        return true;
+      },
+      false, true);
 }
 
 } // namespace ark::algorithms

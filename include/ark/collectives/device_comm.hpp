@@ -27,6 +27,7 @@
 #pragma once
 
 #include "ark/algorithms/algorithms.hpp"
+#include "ark/algorithms/p2p.hpp"
 #include "ark/collectives/select.hpp"
 #include "ark/dma/dma.hpp"
 #include "ark/ops/builtin.hpp"
@@ -121,13 +122,14 @@ struct device_comm {
                           worker, 0, workers, team.lay.workers);
         return false;
       }
-      if ((K == collective::broadcast || K == collective::reduce) && (root < 0 || root >= team.world)) {
-        if (g.thread_rank() == 0) // refused alike on every rank that names it, before any wait
-          record_error<P>(team, errc::unsupported, static_cast<std::uint32_t>(unsupported_kind::root), -1,
-                          worker, 0, static_cast<std::uint64_t>(static_cast<std::int64_t>(root)),
-                          static_cast<std::uint64_t>(team.world));
-        return false;
-      }
+      if constexpr (has_root(K))
+        if (root < 0 || root >= team.world) {
+          if (g.thread_rank() == 0) // refused alike on every rank that names it, before any wait
+            record_error<P>(team, errc::unsupported, static_cast<std::uint32_t>(unsupported_kind::root), -1,
+                            worker, 0, static_cast<std::uint64_t>(static_cast<std::int64_t>(root)),
+                            static_cast<std::uint64_t>(team.world));
+          return false;
+        }
       const call_desc d = detail::describe_call<K, A, B, T, Op>(workers, root, count);
       const context<P, B, G> ctx(g, team, worker, workers, d);
       // the verdict below is the barrier that makes the outputs visible (algorithms::ending);
@@ -177,6 +179,63 @@ struct device_comm {
   ARK_HD bool all_to_all(G& g, unsigned worker, unsigned workers, const T* in, T* out,
                          std::size_t count) const {
     return run<collective::all_to_all, algo::direct, B>(g, worker, workers, in, out, count, 0, op::sum{});
+  }
+  // -- point-to-point ---------------------------------------------------------------------------
+  /// Runs a group of sends and receives (algorithms/p2p.hpp) on point-to-point worker `worker`
+  /// of `workers` (at most team_config.p2p_workers; the peer's group must use as many). Only the
+  /// ranks a group names take part; they must list their sends to and receives from each other
+  /// in the same order. Any mix completes whatever order each rank lists it in. Scope-collective;
+  /// false after a failure, which the control block records. An automatic B is thread copies.
+  template <class B = dma::automatic, scope G>
+  ARK_HD bool p2p(G& g, unsigned worker, unsigned workers, const p2p_ops& ops) const {
+    using B1 = std::conditional_t<std::is_same_v<B, dma::automatic>, dma::thread_copy<default_depth>, B>;
+    static_assert(dma_backend<B1>, "ark: B is not a DMA backend (see ark/concepts/dma_backend.hpp)");
+    bool served = true;
+    if constexpr (dma::queue_backend<B1>) served = B1::served(team);
+    auto refuse = [&](unsupported_kind k, std::uint64_t mine, std::uint64_t theirs) {
+      if (g.thread_rank() == 0)
+        record_error<P>(team, errc::unsupported, static_cast<std::uint32_t>(k), -1, worker, 0, mine, theirs);
+      return false;
+    };
+    if (worker >= workers || workers > team.lay.p2p || B1::depth > team.lay.max_depth() ||
+        (!B1::direct && !team.lay.has_staging()) || !served)
+      return refuse(unsupported_kind::setup, workers, team.lay.p2p);
+    if (ops.n > p2p_max_ops) return refuse(unsupported_kind::p2p, ops.n, p2p_max_ops);
+    for (unsigned i = 0; i < ops.n; ++i)
+      if (ops.op[i].peer < 0 || ops.op[i].peer >= team.world ||
+          (ops.op[i].peer == team.rank) != (ops.op[i].kind == p2p_op::self))
+        return refuse(unsupported_kind::p2p, static_cast<std::uint64_t>(ops.op[i].peer), team.world);
+    return algorithms::run_p2p<B1, P>(g, team, worker, workers, ops);
+  }
+  /// One send of `count` elements at `buf` to `peer` (a group of one).
+  template <class B = dma::automatic, scope G, element T>
+  ARK_HD bool send(G& g, unsigned worker, unsigned workers, const T* buf, std::size_t count, int peer) const {
+    p2p_ops ops;
+    ops.op[0] = make_p2p_op<T>(p2p_op::send, buf, count, peer);
+    ops.n = 1;
+    return p2p<B>(g, worker, workers, ops);
+  }
+  /// One receive of `count` elements from `peer` into `buf` (a group of one).
+  template <class B = dma::automatic, scope G, element T>
+  ARK_HD bool recv(G& g, unsigned worker, unsigned workers, T* buf, std::size_t count, int peer) const {
+    p2p_ops ops;
+    ops.op[0] = make_p2p_op<T>(p2p_op::recv, buf, count, peer);
+    ops.n = 1;
+    return p2p<B>(g, worker, workers, ops);
+  }
+
+  /// Every rank's `in` (count elements) lands as block (rank) of `root`'s `out`; other ranks'
+  /// `out` is not used.
+  template <class B = dma::automatic, scope G, element T>
+  ARK_HD bool gather(G& g, unsigned worker, unsigned workers, const T* in, T* out, std::size_t count,
+                     int root) const {
+    return run<collective::gather, algo::direct, B>(g, worker, workers, in, out, count, root, op::sum{});
+  }
+  /// Block p (of `count`) of `root`'s `in` lands in rank p's `out`; other ranks' `in` is not used.
+  template <class B = dma::automatic, scope G, element T>
+  ARK_HD bool scatter(G& g, unsigned worker, unsigned workers, const T* in, T* out, std::size_t count,
+                      int root) const {
+    return run<collective::scatter, algo::direct, B>(g, worker, workers, in, out, count, root, op::sum{});
   }
 };
 

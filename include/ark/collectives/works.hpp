@@ -68,6 +68,17 @@ struct custom_work {
   }
 };
 
+/// A group of sends and receives, run by the point-to-point workers through device_comm.
+template <device P, class B>
+struct p2p_work {
+  device_comm<P> comm;
+  p2p_ops ops;
+  template <class G>
+  ARK_HD void operator()(G& g, unsigned worker, unsigned workers) const {
+    comm.template p2p<B>(g, worker, workers, ops);
+  }
+};
+
 /// A barrier of worker 0 of every rank (a communicator's end).
 template <device P>
 struct barrier_work {

@@ -15,8 +15,12 @@
 
 #include <chrono>
 #include <cstdint>
+#include <limits>
 #include <string>
+#include <tuple>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 namespace ark {
 
@@ -182,6 +186,108 @@ public:
     run<collective::all_to_all, algo::direct, B>("all_to_all", in, out, count, 0, op::sum{}, o);
   }
 
+  /// root's out (world blocks of `count`): block r = rank r's in. Other ranks' out is not used
+  /// (may be null). In place at the root when its in == out + root * count.
+  template <class B = dma::automatic, element T>
+  void gather(const T* in, T* out, std::size_t count, int root, const call_options<P>& o = {}) {
+    static_assert(!std::is_same_v<B, dma::copy_engine>,
+                  "ark: dma::copy_engine offers all_reduce, all_gather and "
+                  "broadcast");
+    detail::check_elements<T>("gather", count, world());
+    detail::check_root("gather", root, world());
+    detail::check_buffer("gather", "send buffer", in, count);
+    if (rank() == root) {
+      detail::check_buffer("gather", "recv buffer", out, count * world());
+      detail::check_overlap("gather", in, count, out, count * world(), in == out + root * count);
+    }
+    run<collective::gather, algo::direct, B>("gather", in, out, count, root, op::sum{}, o);
+  }
+
+  /// out (count elements) = block `rank` of root's in (world blocks of `count`). Other ranks' in
+  /// is not used (may be null). In place at the root when its out == in + root * count.
+  template <class B = dma::automatic, element T>
+  void scatter(const T* in, T* out, std::size_t count, int root, const call_options<P>& o = {}) {
+    static_assert(!std::is_same_v<B, dma::copy_engine>,
+                  "ark: dma::copy_engine offers all_reduce, all_gather and "
+                  "broadcast");
+    detail::check_elements<T>("scatter", count, world());
+    detail::check_root("scatter", root, world());
+    if (rank() == root) {
+      detail::check_buffer("scatter", "send buffer", in, count * world());
+      detail::check_overlap("scatter", in, count * world(), out, count, out == in + root * count);
+    }
+    detail::check_buffer("scatter", "recv buffer", out, count);
+    run<collective::scatter, algo::direct, B>("scatter", in, out, count, root, op::sum{}, o);
+  }
+
+  // -- point-to-point -----------------------------------------------------------------------------
+  /// Sends `count` elements at `buf` to rank `peer`, which receives them with recv(..., this
+  /// rank). Only the two ranks take part. Outside a group, a group of one: it ends (on its
+  /// stream) once the peer received it; a send whose receive never comes is a timeout error.
+  /// Inside a group (group_start / group_end), issued with the group's other operations.
+  /// B: the DMA backend of the group (automatic: thread copies).
+  template <class B = dma::automatic, element T>
+  void send(const T* buf, std::size_t count, int peer, const call_options<P>& o = {}) {
+    add_p2p<B>("send", make_p2p_op<T>(p2p_op::send, buf, count, peer), o);
+  }
+  /// Receives `count` elements from rank `peer` into `buf` (see send).
+  template <class B = dma::automatic, element T>
+  void recv(T* buf, std::size_t count, int peer, const call_options<P>& o = {}) {
+    add_p2p<B>("recv", make_p2p_op<T>(p2p_op::recv, buf, count, peer), o);
+  }
+  /// Opens a group (NCCL's ncclGroupStart): the sends and receives made until the matching
+  /// group_end() are issued together, as one launch, and cannot deadlock on their order: each
+  /// rank lists its own in any order (the pairs' sends and receives in the same order), e.g. a
+  /// send to and a receive from the same peer, a ring shift, all pairs. Groups nest; the
+  /// outermost group_end() issues. Collectives called inside a group run at once.
+  void group_start() { ++group_depth_; }
+  /// Closes a group; the outermost issues its operations (one launch, on the operations' stream).
+  void group_end() {
+    if (group_depth_ == 0) detail::throw_invalid("group_end", "no group_start() is open");
+    if (--group_depth_ > 0) return;
+    pending p = std::exchange(pending_, pending{});
+    if (p.ops.empty()) return;
+    p.issue(*this, p);
+  }
+
+  /// All-to-all with counts of its own per pair: send_counts[p] elements at in + send_offsets[p]
+  /// go to rank p, which receives recv_counts[q] elements from each rank q at out +
+  /// recv_offsets[q] (offsets in elements). A count must equal its peer's count for the pair (a
+  /// mismatch error on both otherwise); zero counts are allowed. A group of world sends and
+  /// world receives (this rank's own block copied locally).
+  template <class B = dma::automatic, element T>
+  void all_to_allv(const T* in, const std::size_t* send_counts, const std::size_t* send_offsets, T* out,
+                   const std::size_t* recv_counts, const std::size_t* recv_offsets,
+                   const call_options<P>& o = {}) {
+    if (!send_counts || !send_offsets || !recv_counts || !recv_offsets)
+      detail::throw_invalid("all_to_allv",
+                            "the count and offset arrays (world entries each) must not be null");
+    for (int p = 0; p < world(); ++p)
+      for (auto [c, off, buf, name] :
+           {std::tuple{send_counts[p], send_offsets[p], static_cast<const void*>(in), "send"},
+            std::tuple{recv_counts[p], recv_offsets[p], static_cast<const void*>(out), "recv"}}) {
+        detail::check_elements<T>("all_to_allv", c, 1);
+        detail::check_elements<T>("all_to_allv", off, 1);
+        detail::check_buffer("all_to_allv", name[0] == 's' ? "send buffer" : "recv buffer",
+                             static_cast<const T*>(buf), c + off);
+      }
+    if (send_counts[rank()] != recv_counts[rank()])
+      detail::throw_invalid("all_to_allv", "this rank sends itself " + std::to_string(send_counts[rank()]) +
+                                               " elements but receives " +
+                                               std::to_string(recv_counts[rank()]) + " from itself");
+    group_start();
+    try {
+      for (int p = 0; p < world(); ++p) {
+        send<B>(in + send_offsets[p], send_counts[p], p, o);
+        recv<B>(out + recv_offsets[p], recv_counts[p], p, o);
+      }
+    } catch (...) { // nothing of this call is issued (in an outer group, what it added stays)
+      if (--group_depth_ == 0) pending_ = pending{};
+      throw;
+    }
+    group_end();
+  }
+
   /// Runs a custom collective: f(ctx) on every worker, ctx being a context<P, B, scope> (see
   /// examples/03). f returns false after a failure it recorded through ctx.
   template <class B = dma::thread_copy<default_depth>, class F>
@@ -258,6 +364,112 @@ public:
   void synchronize() { rt_.synchronize(); }
 
 private:
+  /// The operations of the open group, and how they are issued (over the group's backend).
+  struct pending {
+    std::vector<p2p_op> ops;
+    call_options<P> opts{};
+    void (*issue)(communicator&, const pending&) = nullptr;
+  };
+
+  /// Checks one send or receive and issues it, or adds it to the open group.
+  template <class B, class = void>
+  void add_p2p(const char* call, const p2p_op& op, const call_options<P>& o) {
+    using B1 = std::conditional_t<std::is_same_v<B, dma::automatic>, dma::thread_copy<default_depth>, B>;
+    static_assert(!std::is_same_v<B, dma::copy_engine>, "ark: send and recv run over a channel backend");
+    rt_.check_usable(call);
+    if (op.peer < 0 || op.peer >= world())
+      detail::throw_invalid(call, "peer " + std::to_string(op.peer) + " is outside [0, " +
+                                      std::to_string(world()) + ")");
+    if (op.count > std::numeric_limits<std::size_t>::max() / op.elem / 2)
+      detail::throw_invalid(call, "count " + std::to_string(op.count) + " is too large");
+    if (op.count && !op.buf)
+      detail::throw_invalid(call, std::string("buffer is null but count is ") + std::to_string(op.count));
+    if (op.buf % op.elem) // element sizes are powers of two, their alignment
+      detail::throw_invalid(call, "buffer " + detail::pointer_name(reinterpret_cast<const void*>(op.buf)) +
+                                      " is not aligned to its element type (" + std::to_string(op.elem) +
+                                      " bytes)");
+    detail::check_options(rt_, call, o);
+    if (rt_.lay().p2p == 0)
+      detail::throw_invalid(call,
+                            "team_config.p2p_workers is 0: this communicator has no point-to-point workers");
+    if (o.max_ctas == 0)
+      detail::throw_invalid(call, "max_ctas = 0: send and recv run on the SMs; give them at least one block");
+    if (o.workers > rt_.lay().p2p)
+      detail::throw_invalid(call, "workers " + std::to_string(o.workers) +
+                                      " exceeds team_config.p2p_workers " + std::to_string(rt_.lay().p2p));
+    detail::check_backend<B1>(rt_.lay(), call);
+    if (o.workers) detail::check_block_cap(rt_, call, o.workers);
+    constexpr auto issue = &communicator::issue_p2p<B1>;
+    if (group_depth_ == 0) {
+      pending one;
+      one.ops.push_back(op);
+      one.opts = o;
+      issue(*this, one);
+      return;
+    }
+    if (!pending_.ops.empty()) {
+      const call_options<P>& f = pending_.opts;
+      if (pending_.issue != issue)
+        detail::throw_invalid(
+            call, "a group runs over one backend: this operation names another than the group's first");
+      if (f.stream != o.stream || f.workers != o.workers || f.max_ctas != o.max_ctas ||
+          f.timeout != o.timeout)
+        detail::throw_invalid(
+            call, "a group's operations share their options (stream, workers, max_ctas, timeout): "
+                  "this one's differ from the group's first");
+    }
+    if (pending_.ops.size() == p2p_max_ops)
+      detail::throw_invalid(call,
+                            "a group holds at most " + std::to_string(p2p_max_ops) + " sends and receives");
+    pending_.ops.push_back(op);
+    pending_.opts = o;
+    pending_.issue = issue;
+  }
+
+  /// Pairs a group's sends to this rank with its receives from it (in order; each pair one
+  /// local copy), then launches the group on the point-to-point workers.
+  template <class B>
+  static void issue_p2p(communicator& c, const pending& g) {
+    const char* call = "group_end";
+    p2p_ops ops;
+    std::vector<std::size_t> self_sends, self_recvs;
+    for (std::size_t i = 0; i < g.ops.size(); ++i)
+      if (g.ops[i].peer == c.rank()) (g.ops[i].kind == p2p_op::send ? self_sends : self_recvs).push_back(i);
+    if (self_sends.size() != self_recvs.size())
+      detail::throw_invalid(call, "a send to this rank needs its receive from this rank in the same group (" +
+                                      std::to_string(self_sends.size()) + " sends, " +
+                                      std::to_string(self_recvs.size()) + " receives)");
+    for (std::size_t k = 0; k < self_sends.size(); ++k) {
+      const p2p_op &s = g.ops[self_sends[k]], &r = g.ops[self_recvs[k]];
+      if (s.count * s.elem != r.count * r.elem || s.dtype != r.dtype)
+        detail::throw_invalid(
+            call, "send " + std::to_string(k) + " to this rank carries " + std::to_string(s.count) +
+                      " elements of another size or type than its receive's " + std::to_string(r.count));
+    }
+    std::size_t k = 0;
+    for (std::size_t i = 0; i < g.ops.size(); ++i) {
+      p2p_op op = g.ops[i];
+      if (op.peer == c.rank()) {
+        if (op.kind == p2p_op::send) continue; // joined to its receive
+        op.src = g.ops[self_sends[k++]].buf;
+        op.kind = p2p_op::self;
+      }
+      ops.op[ops.n++] = op;
+    }
+    rank_runtime<P>& rt = c.rt_;
+    const call_options<P>& o = g.opts;
+    unsigned workers = o.workers ? o.workers : rt.lay().p2p;
+    if (o.max_ctas > 0 && workers > static_cast<unsigned>(o.max_ctas))
+      workers = static_cast<unsigned>(o.max_ctas);
+    if (!o.workers && rt.block_cap() && workers > rt.block_cap()) workers = rt.block_cap();
+    const device_comm<P> handle = rt.call_handle(o);
+    const auto turn = rt.join_previous(o);
+    c.engines_.template enqueue<B>(rt, turn.s, launch_shape{workers, rt.cfg().tuning.threads},
+                                   detail::p2p_work<P, B>{handle, ops});
+    rt.mark_call(turn);
+    rt.after_launch(g.ops.size() == 1 ? (g.ops[0].kind == p2p_op::send ? "send" : "recv") : call);
+  }
+
   /// A collective over a channel backend: planned, joined to the previous call, launched.
   template <collective K, class A, class B, class T, class Op>
   void run(const char* call, const T* in, T* out, std::size_t count, int root, const Op& op,
@@ -315,6 +527,8 @@ private:
   registry<P> reg_;
   ce_protocol<P> ce_;
   engine_servers<P> engines_;
+  unsigned group_depth_ = 0; ///< group_start()s not yet closed
+  pending pending_;          ///< the open group's operations
 };
 
 } // namespace ark

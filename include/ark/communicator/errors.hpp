@@ -43,6 +43,11 @@ inline std::string describe(const error_record& r, int rank) {
     else if (static_cast<unsupported_kind>(r.what) == unsupported_kind::root)
       s += ": root " + std::to_string(static_cast<std::int64_t>(r.mine)) + " is outside [0, " +
            std::to_string(r.theirs) + ")";
+    else if (static_cast<unsupported_kind>(r.what) == unsupported_kind::p2p)
+      s += ": a point-to-point group names peer " + std::to_string(static_cast<std::int64_t>(r.mine)) +
+           ", outside [0, " + std::to_string(r.theirs) + "), or holds " +
+           std::to_string(static_cast<std::int64_t>(r.mine)) + " operations, more than the " +
+           std::to_string(r.theirs) + " a group holds";
     else if (static_cast<unsupported_kind>(r.what) == unsupported_kind::setup)
       s += " by this communicator's setup (worker " + std::to_string(r.worker) + " of " +
            std::to_string(r.mine) + ", team_config.workers " + std::to_string(r.theirs) +

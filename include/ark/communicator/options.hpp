@@ -51,7 +51,8 @@ struct memory_report {
   std::size_t control = 0;    ///< the control block (host-mapped)
   std::size_t windows = 0;    ///< buffers registered with register_buffer (the user's memory)
   std::size_t streams = 0;    ///< streams the communicator holds
-  unsigned workers = 0;       ///< the workers the scratch holds slots for (layout::workers)
+  unsigned workers = 0;       ///< the collectives' workers the scratch holds slots for (layout::workers)
+  unsigned p2p_workers = 0;   ///< the point-to-point workers it holds slots for (layout::p2p)
   std::size_t slot_bytes = 0; ///< their slots' payload (layout::slot_bytes)
   /// Device memory the communicator allocated itself.
   std::size_t device_bytes() const {

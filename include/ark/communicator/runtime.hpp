@@ -65,6 +65,7 @@ public:
   void report(memory_report& r) const {
     r.scratch = team_.lay.total;
     r.workers = team_.lay.workers;
+    r.p2p_workers = team_.lay.p2p;
     r.slot_bytes = team_.lay.slot_bytes;
     r.scratch_is_users = !owns_region_;
     r.control = sizeof(control_block);
@@ -249,7 +250,7 @@ private:
     const bool graphs = cfg_.engine == engine_path::device_graphs;
     struct card {
       typename P::ipc_handle handle;
-      std::uint64_t total, workers, max_depth, slot_bytes, ll_slot_bytes, ce_chunk_bytes;
+      std::uint64_t total, workers, p2p, max_depth, slot_bytes, ll_slot_bytes, ce_chunk_bytes;
       tuning tune;
       std::uint8_t early_launch, engine;
       gpu_placement where;
@@ -261,6 +262,7 @@ private:
     card mine{no_region ? typename P::ipc_handle{} : P::export_handle(region_),
               team_.lay.total,
               team_.lay.workers,
+              team_.lay.p2p,
               team_.lay.max_depth(),
               team_.lay.slot_bytes,
               team_.lay.ll_slot_bytes,
@@ -279,8 +281,9 @@ private:
       if (all[r].short_of_memory) throw no_scratch_error(r, all[r]);
     for (int r = 0; r < world; ++r) {
       const card& c = all[r];
-      if (c.total != mine.total || c.workers != mine.workers || c.max_depth != mine.max_depth ||
-          c.slot_bytes != mine.slot_bytes || c.ll_slot_bytes != mine.ll_slot_bytes)
+      if (c.total != mine.total || c.workers != mine.workers || c.p2p != mine.p2p ||
+          c.max_depth != mine.max_depth || c.slot_bytes != mine.slot_bytes ||
+          c.ll_slot_bytes != mine.ll_slot_bytes)
         detail::throw_invalid("communicator",
                               "rank " + std::to_string(r) + " configured a different team_config");
       if (c.ce_chunk_bytes != mine.ce_chunk_bytes) // it cuts the copy-engine all-reduce's rounds
@@ -334,10 +337,11 @@ private:
     return out_of_memory(
         "communicator: rank " + std::to_string(r) + " could not allocate its symmetric scratch of " +
             std::to_string(l.total) + " bytes on device " + std::to_string(c.device) + ", which has " +
-            std::to_string(c.free_bytes) + " bytes free. The scratch holds " + std::to_string(l.workers) +
-            " workers x " + std::to_string(l.world) + " ranks x " + std::to_string(l.max_depth() + 1) +
-            " slots of " + std::to_string(l.slot_bytes) +
-            " bytes (and LL slots): lower team_config.slot_bytes, .workers or .max_depth, or with "
+            std::to_string(c.free_bytes) + " bytes free. The scratch holds " +
+            std::to_string(l.all_workers()) + " workers x " + std::to_string(l.world) + " ranks x " +
+            std::to_string(l.max_depth() + 1) + " slots of " + std::to_string(l.slot_bytes) +
+            " bytes (and LL slots): lower team_config.slot_bytes, .workers, .p2p_workers or .max_depth, or "
+            "with "
             "automatic slots (slot_bytes = 0) team_config.scratch_budget "
             "(communicator::required_scratch says what a configuration needs), or pass "
             "config::scratch",

@@ -49,6 +49,10 @@ enum class unsupported_kind : std::uint32_t {
   world = 2,
   /// a root outside the team, given to the device-side API (mine: the root, theirs: the team's size)
   root = 3,
+  /// a point-to-point group the device-side API cannot run: a peer outside the team (mine: the
+  /// peer, theirs: the team's size), or more operations than a group holds (mine: the
+  /// operations, theirs: p2p_max_ops)
+  p2p = 4,
 };
 
 /// Which field of a call description differed between two ranks.

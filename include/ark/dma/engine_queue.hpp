@@ -79,8 +79,9 @@ ARK_HD inline engine_request* requests(const layout& l, std::byte* engine, unsig
 }
 /// Bytes of a rank's engine memory: none without staging (no engine backend can run).
 ARK_HD inline std::uint64_t engine_bytes(const layout& l) {
-  return l.has_staging() ? l.workers * (sizeof(engine_queue) + queue_capacity(l) * sizeof(engine_request))
-                         : 0;
+  return l.has_staging()
+             ? l.all_workers() * (sizeof(engine_queue) + queue_capacity(l) * sizeof(engine_request))
+             : 0;
 }
 
 } // namespace dma

@@ -51,7 +51,7 @@ public:
     // carries work still takes a share of the GPU's hardware queues (CUDA_DEVICE_MAX_CONNECTIONS);
     // a hang is worse.
     const unsigned most = shared_context ? 1 : max_streams;
-    const unsigned n = lay.workers < most ? lay.workers : most;
+    const unsigned n = lay.all_workers() < most ? lay.all_workers() : most;
     streams_.reserve(n);
     for (unsigned i = 0; i < n; ++i) streams_.push_back(P::create_stream(device, priority));
     stop_.store(false);
@@ -80,7 +80,7 @@ private:
   using H = platform::host; // this thread's own reads of the queues
 
   void run(std::byte* host, std::byte* dev, control_block* ctl, layout lay) {
-    std::vector<std::uint64_t> next(lay.workers, 0);
+    std::vector<std::uint64_t> next(lay.all_workers(), 0);
     std::uint64_t idle_since = 0;
     unsigned spins = 0;
     try {
@@ -90,7 +90,7 @@ private:
     }
     while (!stop_.load(std::memory_order_relaxed)) {
       bool worked = false;
-      for (unsigned w = 0; w < lay.workers; ++w) {
+      for (unsigned w = 0; w < lay.all_workers(); ++w) {
         const std::uint64_t posted = H::load_acquire(&queue(lay, host, w)->posted);
         if (next[w] == posted) continue;
         const typename P::stream s = streams_[w % streams_.size()];

@@ -67,8 +67,8 @@ public:
     P::use_device(device);
     const layout& l = t.lay;
     const unsigned classes = graph_classes(l);
-    const std::size_t tickets = std::size_t(l.workers) * l.world * l.slots,
-                      chans = std::size_t(l.workers) * l.world;
+    const std::size_t tickets = std::size_t(l.all_workers()) * l.world * l.slots,
+                      chans = std::size_t(l.all_workers()) * l.world;
     const std::size_t bytes =
         tickets * sizeof(graph_ticket) + 2 * chans * 8 + 8 + tickets * classes * sizeof(exec);
     mem_ = P::allocate(bytes, device); // zeroed
@@ -87,7 +87,7 @@ public:
     events_ = true;
 
     std::vector<exec> table(tickets * classes, exec{});
-    for (unsigned w = 0; w < l.workers; ++w)
+    for (unsigned w = 0; w < l.all_workers(); ++w)
       for (int peer = 0; peer < t.world; ++peer) {
         if (peer == t.rank) continue;
         for (unsigned slot = 0; slot < l.slots; ++slot) {

@@ -72,7 +72,7 @@ ARK_HD inline graph_route route_request(const team_view& t, unsigned w, const en
   graph_route g;
   const layout& l = t.lay;
   const auto first = reinterpret_cast<std::uint64_t>(l.stage(t.local(), w, 0, 0));
-  if (w >= l.workers || r.src < first || r.bytes == 0 || r.bytes > l.slot_bytes) return g;
+  if (w >= l.all_workers() || r.src < first || r.bytes == 0 || r.bytes > l.slot_bytes) return g;
   const std::uint64_t off = r.src - first;
   if (off % l.slot_bytes || off / l.slot_bytes >= std::uint64_t(l.world) * l.slots) return g;
   const int peer = static_cast<int>(off / l.slot_bytes / l.slots);
@@ -161,7 +161,7 @@ ARK_HD serve_end serve_call(const graph_state& v, Launch&& launch, Keep&& keep) 
   };
   for (unsigned idle = 0;; ++idle) {
     bool worked = false, pending = false;
-    for (unsigned w = 0; w < l.workers; ++w) {
+    for (unsigned w = 0; w < l.all_workers(); ++w) {
       engine_queue* q = queue(l, t.engine, w);
       std::uint64_t taken = q->taken;
       const std::uint64_t posted = P::load_acquire(&q->posted);

@@ -33,8 +33,8 @@ public:
   void start(const team_view& t) {
     stop();
     const layout& l = t.lay;
-    const std::size_t tickets = std::size_t(l.workers) * l.world * l.slots,
-                      chans = std::size_t(l.workers) * l.world;
+    const std::size_t tickets = std::size_t(l.all_workers()) * l.world * l.slots,
+                      chans = std::size_t(l.all_workers()) * l.world;
     tickets_.assign(tickets, graph_ticket{});
     counters_.assign(2 * chans + 1, 0);
     state_ = {t,

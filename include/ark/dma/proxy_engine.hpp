@@ -159,7 +159,7 @@ private:
     unsigned idle = 0;
     while (!stop_.load(std::memory_order_relaxed)) {
       bool worked = false;
-      for (unsigned w = 0; w < lay.workers; ++w) {
+      for (unsigned w = 0; w < lay.all_workers(); ++w) {
         engine_queue* q = queue(lay, engine, w);
         std::uint64_t done = P::load_relaxed(&q->completed);
         const std::uint64_t posted = P::load_acquire(&q->posted);

@@ -20,7 +20,10 @@ enum class collective : std::uint8_t {
   broadcast,
   reduce,
   custom,
-  all_to_all
+  all_to_all,
+  gather,
+  scatter,
+  p2p ///< a send and its receive (algorithms/p2p.hpp)
 };
 
 inline const char* to_string(collective c) {
@@ -39,8 +42,20 @@ inline const char* to_string(collective c) {
     return "custom";
   case collective::all_to_all:
     return "all_to_all";
+  case collective::gather:
+    return "gather";
+  case collective::scatter:
+    return "scatter";
+  case collective::p2p:
+    return "send/recv";
   }
   return "unknown";
+}
+
+/// Whether collective k names a root rank (the others' calls send to it or receive from it).
+ARK_HD constexpr bool has_root(collective k) {
+  return k == collective::broadcast || k == collective::reduce || k == collective::gather ||
+         k == collective::scatter;
 }
 
 /// 16 bytes: the element count and the packed fields below.

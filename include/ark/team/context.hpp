@@ -97,6 +97,14 @@ public:
   ARK_HD context(G& grp, const team_view& t, unsigned w, unsigned nw, call_desc d)
       : context(grp, t, w, nw, d, t.lay.state(t.local(), w)->round) {}
 
+  /// A context whose steps start at `first` on its channels: a point-to-point worker counts its
+  /// steps per peer and direction (algorithms/p2p.hpp), not per call. `failed`: an earlier call
+  /// of the worker failed (failed_before).
+  ARK_HD static context at_step(G& grp, const team_view& t, unsigned w, unsigned nw, call_desc d,
+                                std::uint64_t first, bool failed) {
+    return context(grp, t, w, nw, d, first | (failed ? worker_state::failed_bit : 0));
+  }
+
   ARK_HD int rank() const { return team.rank; }
   ARK_HD int world() const { return team.world; }
   ARK_HD const layout& lay() const { return team.lay; }

@@ -1,12 +1,14 @@
 // ark/team/layout.hpp: where everything lives inside one rank's symmetric region.
 //
 // Every rank allocates one region of the same size and layout; peers map it and write into it.
-// For each worker w (a GPU block or a host thread team) and each peer, the region holds:
+// For each worker w (a GPU block or a host thread team) and each peer, the region holds (the
+// collectives' workers, then the point-to-point workers: layout::all_workers() of them):
 //
 //   head[w][src]   flag: the last pipeline step rank `src` announced to us       (written by src)
 //   ack[w][dst]    flag: the last step rank `dst` finished reading from us        (written by dst)
 //   bar[w][src]    flag: the last barrier epoch rank `src` reached                (written by src)
 //   state[w]       our own step and barrier counters (never written by peers)
+//   pair[w][peer]  a point-to-point worker's next step to and from that peer (ours alone)
 //   ce[src][3]     flags of the copy-engine collectives (ready, sent, done: written by src)
 //   claim          the word a failing worker claims before it writes the rank's error record
 //                  (an atomic on device memory: GPUs have no native atomics on host memory)
@@ -37,7 +39,12 @@ namespace ark {
 
 /// Sizes of a communicator's symmetric region; the same on every rank.
 struct team_config {
-  unsigned workers = 8;   ///< most workers a call may use (each has its own slots)
+  unsigned workers = 8; ///< most workers a collective may use (each has its own slots)
+  /// Workers of their own for send and receive (communicator::send, recv, groups): each has
+  /// its own slots too, beside the collectives' (taken from scratch_budget with automatic
+  /// slots). Their steps are counted per pair of ranks, since only the two ranks of a send take
+  /// part in it. 0: no point-to-point calls.
+  unsigned p2p_workers = 2;
   unsigned max_depth = 8; ///< the largest pipeline Depth calls may use
   /// Payload of a simple-protocol slot. 0: automatic, sized by scratch_budget (below).
   std::size_t slot_bytes = 64 << 10;
@@ -81,15 +88,28 @@ struct layout {
   static constexpr std::uint64_t flag_stride = 64;
   static constexpr std::uint64_t ll_header_bytes = 32; // two packets carry the 16-byte call description
 
-  std::uint32_t world = 0, workers = 0, slots = 0, staging = 0;
+  /// `workers`: the collectives'; `p2p`: the point-to-point workers after them.
+  std::uint32_t world = 0, workers = 0, p2p = 0, slots = 0, staging = 0;
   /// LL slots per channel: slots rounded up to a power of two, so that a step's slot is a mask
   /// of the step, not a 64-bit remainder (tens of instructions on a GPU, on the latency path:
   /// before the first packet's store and again before the first poll; docs/perf.md). More slots
   /// than the depth needs only reuse each later.
   std::uint32_t ll_slots = 0;
   std::uint64_t slot_bytes = 0, ll_slot_bytes = 0, ll_slot_stride = 0;
-  std::uint64_t head_off = 0, ack_off = 0, bar_off = 0, state_off = 0, ce_off = 0, claim_off = 0, hdr_off = 0,
-                data_off = 0, ll_off = 0, stage_off = 0, total = 0;
+  std::uint64_t head_off = 0, ack_off = 0, bar_off = 0, state_off = 0, pair_off = 0, ce_off = 0,
+                claim_off = 0, hdr_off = 0, data_off = 0, ll_off = 0, stage_off = 0, total = 0;
+
+  /// Every worker with slots: the collectives', then the point-to-point workers.
+  ARK_HD unsigned all_workers() const { return workers + p2p; }
+  /// The index of point-to-point worker i (of p2p).
+  ARK_HD unsigned p2p_worker(unsigned i) const { return workers + i; }
+  /// Point-to-point worker i's next step on its channel to `peer` (`recv` false) or from it
+  /// (true): the two directions use separate flags and slots, so each counts its own steps.
+  /// Ours alone.
+  ARK_HD std::uint64_t* pair_step(std::byte* base, unsigned i, int peer, bool recv) const {
+    return reinterpret_cast<std::uint64_t*>(base + pair_off) +
+           (std::uint64_t(i) * world + unsigned(peer)) * 2 + (recv ? 1 : 0);
+  }
 
   ARK_HD std::uint64_t* head(std::byte* base, unsigned w, int src) const {
     return flag(base, head_off, w, src);
@@ -152,22 +172,26 @@ inline std::uint64_t align_up(std::uint64_t x, std::uint64_t a) { return (x + a 
 } // namespace detail
 
 namespace detail {
-/// The layout of `workers` workers' channels with slots of `slot_bytes` (the rest from `c`).
+/// The layout of `workers` collective workers' channels and c.p2p_workers point-to-point
+/// workers' with slots of `slot_bytes` (the rest from `c`).
 inline layout place_layout(int world, unsigned workers, std::size_t slot_bytes, const team_config& c) {
   layout l;
   l.world = static_cast<std::uint32_t>(world);
   l.workers = workers;
+  l.p2p = c.p2p_workers;
   l.slots = c.max_depth + 1;
   l.slot_bytes = slot_bytes;
   l.ll_slot_bytes = c.ll_slot_bytes;
   l.ll_slots = std::bit_ceil(l.slots);
   l.ll_slot_stride = detail::align_up(2 * c.ll_slot_bytes + layout::ll_header_bytes, 256);
-  const std::uint64_t chans = std::uint64_t(workers) * std::uint64_t(world);
+  const std::uint64_t chans = std::uint64_t(l.all_workers()) * std::uint64_t(world);
   std::uint64_t off = 0;
   l.head_off = off, off += chans * layout::flag_stride;
   l.ack_off = off, off += chans * layout::flag_stride;
   l.bar_off = off, off += chans * layout::flag_stride;
-  l.state_off = off, off += std::uint64_t(workers) * layout::flag_stride;
+  l.state_off = off, off += std::uint64_t(l.all_workers()) * layout::flag_stride;
+  l.pair_off = off,
+  off += detail::align_up(std::uint64_t(l.p2p) * std::uint64_t(world) * 16, layout::flag_stride);
   l.ce_off = off, off += std::uint64_t(world) * layout::ce_flags * layout::flag_stride;
   l.claim_off = off, off += layout::flag_stride;
   l.hdr_off = off, off += detail::align_up(chans * l.slots * sizeof(slot_header), 256);
@@ -205,6 +229,7 @@ inline layout make_layout(int world, const team_config& c) {
                                               std::to_string(max_world) + "]");
   if (c.workers < 1 || c.workers > 4096)
     detail::throw_invalid("communicator", "workers must be in [1, 4096]");
+  if (c.p2p_workers > 1024) detail::throw_invalid("communicator", "p2p_workers must be in [0, 1024]");
   if (c.max_depth < 1 || c.max_depth > 63)
     detail::throw_invalid("communicator", "max_depth must be in [1, 63]");
   if (c.slot_bytes % 256 || (c.slot_bytes && c.slot_bytes < 256))
@@ -223,7 +248,7 @@ inline layout make_layout(int world, const team_config& c) {
                           "team_config.scratch_budget of " + std::to_string(c.scratch_budget) +
                               " bytes cannot hold one worker's slots at world " + std::to_string(world) +
                               ": that takes " + std::to_string(detail::place_layout(world, 1, 256, c).total) +
-                              " bytes (raise it, or lower max_depth or ll_slot_bytes)");
+                              " bytes (raise it, or lower max_depth, ll_slot_bytes or p2p_workers)");
   const std::size_t least = team_config::auto_slot_least, grain = 4 << 10;
   if (!fits(1, least)) // one worker, its slots as large as fit
     return detail::place_layout(world, 1,

@@ -1,4 +1,6 @@
-// bench/ark_bench.cu: all-reduce (float sum, out of place), ark against NCCL in the same run.
+// bench/ark_bench.cu: all-reduce (float sum, out of place), ark against NCCL in the same run; with
+// --op, all-to-all (equal blocks) or send/recv (a ring shift: each rank sends to the next and
+// receives from the previous, in one group) instead.
 //
 // One process drives every GPU, one host thread per GPU. For each size from --min to --max
 // (factor 2) it times each ark algorithm and NCCL in three modes:
@@ -12,12 +14,15 @@
 // only: its flags carry a per-call epoch, so it is not captured; from --ce-min up) and nccl. Prints
 // nccl-tests columns (size, time, algbw, busbw, check) plus ark's time over NCCL's in the same mode (device
 // mode is compared with NCCL's graph mode, its fair floor), and writes a CSV. Each time is the median of
-// three timed runs of N calls.
+// three timed runs of N calls. All-to-all and send/recv run ark_auto, ll (LL packets named) and
+// nccl, eager and graph; sizes are what one rank sends in all (all-to-all: world blocks), busbw
+// as nccl-tests: all-to-all algbw x (n-1)/n, send/recv algbw.
 //
 //   build/bench/ark_bench [--min BYTES] [--max BYTES] [--csv FILE] [--quick] [--no-early]
 //                         [--slot BYTES] [--budget BYTES] [--workers N] [--per-worker BYTES] [--ll-per-worker
 //                         BYTES]
 //                         [--ce-min BYTES] [--ce-chunk BYTES] [--only VARIANT,...] [--ranks N]
+//                         [--op all_reduce|all_to_all|send_recv]
 // (--no-early: the communicators launch plainly, not early: communicator::config::early_launch;
 // --ranks: N ranks placed round-robin over the GPUs, NCCL left out when they share one (it refuses
 // two ranks on a GPU; keep --max small enough that every rank's blocks fit at once);
@@ -55,9 +60,13 @@ using comm_t = ark::communicator<gpu>;
 enum class mode { eager, graph, device };
 const char* mode_name(mode m) { return m == mode::eager ? "eager" : m == mode::graph ? "graph" : "device"; }
 
-enum class variant { ark_auto, one_shot, one_step, two_shot, ring, ce, nccl };
+enum class variant { ark_auto, one_shot, one_step, two_shot, ring, ce, ll, nccl };
 constexpr const char* variant_names[] = {"ark_auto", "one_shot", "one_step", "two_shot",
-                                         "ring",     "ce",       "nccl"};
+                                         "ring",     "ce",       "ll",       "nccl"};
+
+/// What is measured (--op).
+enum class op_kind { all_reduce, all_to_all, send_recv };
+constexpr const char* op_names[] = {"all_reduce", "all_to_all", "send_recv"};
 const char* variant_name(variant v) { return variant_names[static_cast<int>(v)]; }
 
 struct options {
@@ -65,17 +74,18 @@ struct options {
   std::size_t max_bytes = std::size_t(1) << 30;
   std::string csv = "ark_bench.csv";
   bool quick = false;
-  bool early_launch = true;      // communicator::config::early_launch (--no-early: plain launches)
-  std::size_t slot_bytes = 0;    // team_config::slot_bytes (--slot; 0: the default)
-  std::size_t budget = 0;        // team_config::scratch_budget (--budget; 0: the default)
-  unsigned workers = 0;          // team_config::workers (--workers; 0: the default)
-  std::size_t per_worker = 0;    // tuning::bytes_per_worker (--per-worker; 0: the default)
-  std::size_t ll_per_worker = 0; // tuning::ll_bytes_per_worker (--ll-per-worker; 0: the default)
-  std::size_t ce_min = 1 << 20;  // the copy-engine variant from this size up (--ce-min)
-  std::size_t ce_chunk = 0;      // communicator::config::ce_chunk_bytes (--ce-chunk; 0: the default)
-  unsigned only = 0;             // variants to run, a bit each (--only; 0: all)
-  int ranks = 0;                 // ranks, round-robin over the GPUs (--ranks; 0: one per GPU)
-  bool nccl = true;              // NCCL beside ark (not when ranks share a GPU: NCCL refuses that)
+  bool early_launch = true;         // communicator::config::early_launch (--no-early: plain launches)
+  std::size_t slot_bytes = 0;       // team_config::slot_bytes (--slot; 0: the default)
+  std::size_t budget = 0;           // team_config::scratch_budget (--budget; 0: the default)
+  unsigned workers = 0;             // team_config::workers (--workers; 0: the default)
+  std::size_t per_worker = 0;       // tuning::bytes_per_worker (--per-worker; 0: the default)
+  std::size_t ll_per_worker = 0;    // tuning::ll_bytes_per_worker (--ll-per-worker; 0: the default)
+  std::size_t ce_min = 1 << 20;     // the copy-engine variant from this size up (--ce-min)
+  std::size_t ce_chunk = 0;         // communicator::config::ce_chunk_bytes (--ce-chunk; 0: the default)
+  unsigned only = 0;                // variants to run, a bit each (--only; 0: all)
+  int ranks = 0;                    // ranks, round-robin over the GPUs (--ranks; 0: one per GPU)
+  bool nccl = true;                 // NCCL beside ark (not when ranks share a GPU: NCCL refuses that)
+  op_kind op = op_kind::all_reduce; // --op
   bool runs(variant v) const {
     return v == variant::nccl ? nccl : !only || (only >> static_cast<int>(v)) & 1u;
   }
@@ -155,12 +165,19 @@ public:
   void run() {
     for (std::size_t bytes = s_.opt.min_bytes; bytes <= s_.opt.max_bytes; bytes *= 2)
       for (variant v : {variant::nccl, variant::ark_auto, variant::one_shot, variant::one_step,
-                        variant::two_shot, variant::ring, variant::ce})
+                        variant::two_shot, variant::ring, variant::ce, variant::ll})
         for (mode m : {mode::eager, mode::graph, mode::device}) {
 #if !defined(ARK_BENCH_NCCL)
           if (v == variant::nccl) continue;
 #endif
           if (!s_.opt.runs(v)) continue;
+          const bool reduce = s_.opt.op == op_kind::all_reduce;
+          // all-reduce: every variant but ll; the others: ark_auto, ll and nccl, eager and graph
+          if (reduce
+                  ? v == variant::ll
+                  : (m == mode::device || (v != variant::ark_auto && v != variant::ll && v != variant::nccl)))
+            continue;
+          if (!reduce && elems(bytes) == 0) continue;
           if (v == variant::nccl && m == mode::device) continue;
           if (v == variant::ce && (m != mode::eager || bytes < s_.opt.ce_min)) continue;
           if (v == variant::one_step && !fits_one_step(bytes)) continue;
@@ -177,11 +194,53 @@ private:
                float>(bytes / sizeof(float))
         .one_step;
   }
+  /// Floats per rank's block: what an all-to-all sends each rank, the rest whole.
+  std::size_t elems(std::size_t bytes) const {
+    return s_.opt.op == op_kind::all_to_all ? bytes / sizeof(float) / s_.world : bytes / sizeof(float);
+  }
+  int next() const { return (rank_ + 1) % s_.world; }
+  int prev() const { return (rank_ + s_.world - 1) % s_.world; }
   float* in() const { return reinterpret_cast<float*>(in_.ptr); }
   float* out() const { return reinterpret_cast<float*>(out_.ptr); }
 
+  /// One all-to-all of blocks of n floats, or one ring shift of n floats (eager and graph modes).
+  void enqueue_other(variant v, std::size_t n) {
+    const bool a2a = s_.opt.op == op_kind::all_to_all;
+    if (v == variant::nccl) {
+#if defined(ARK_BENCH_NCCL)
+      bool ok = ncclGroupStart() == ncclSuccess;
+      for (int p = 0; p < s_.world; ++p) // nccl-tests' all-to-all: a send and a receive per peer
+        if (a2a || p == next())
+          ok = ok &&
+               ncclSend(in() + (a2a ? p * n : 0), n, ncclFloat, p, s_.nccl[rank_], stream_) == ncclSuccess;
+      for (int p = 0; p < s_.world; ++p)
+        if (a2a || p == prev())
+          ok = ok &&
+               ncclRecv(out() + (a2a ? p * n : 0), n, ncclFloat, p, s_.nccl[rank_], stream_) == ncclSuccess;
+      if (ncclGroupEnd() != ncclSuccess || !ok) throw std::runtime_error("NCCL send/recv failed");
+#endif
+      return;
+    }
+    auto run = [&](auto b) {
+      using B = decltype(b);
+      if (a2a) {
+        comm_->all_to_all<B>(in(), out(), n);
+      } else {
+        comm_->group_start();
+        comm_->send<B>(in(), n, next());
+        comm_->recv<B>(out(), n, prev());
+        comm_->group_end();
+      }
+    };
+    if (v == variant::ll)
+      run(ark::dma::ll_packet<ark::default_depth>{});
+    else
+      run(ark::dma::automatic{});
+  }
+
   /// One all-reduce of n floats, enqueued on the stream (eager and graph modes).
   void enqueue(variant v, std::size_t n) {
+    if (s_.opt.op != op_kind::all_reduce) return enqueue_other(v, n);
     switch (v) {
     case variant::ark_auto:
       comm_->all_reduce(in(), out(), n);
@@ -200,6 +259,8 @@ private:
       break;
     case variant::ce:
       comm_->all_reduce<ark::algo::automatic, ark::dma::copy_engine>(in(), out(), n);
+      break;
+    case variant::ll:
       break;
     case variant::nccl:
 #if defined(ARK_BENCH_NCCL)
@@ -251,7 +312,7 @@ private:
   }
 
   void measure(std::size_t bytes, variant v, mode m) {
-    const std::size_t n = bytes / sizeof(float);
+    const std::size_t n = elems(bytes);
     const int iters = iterations(bytes, s_.opt.quick);
     rt::graph_t g{};
     rt::graph_exec_t exec{};
@@ -280,20 +341,30 @@ private:
       rt::check(rt::graph_exec_destroy(exec), "graph");
       rt::check(rt::graph_destroy(g), "graph");
     }
-    if (rank_ == 0) s_.results.push_back({bytes, m, v, ms * 1000.0 / iters, wrong});
+    const std::size_t moved = s_.opt.op == op_kind::all_to_all ? n * s_.world * sizeof(float) : bytes;
+    if (rank_ == 0) s_.results.push_back({moved, m, v, ms * 1000.0 / iters, wrong});
     s_.sync.arrive_and_wait();
   }
 
   /// Wrong elements of the output: all of them up to 16 Mi elements, then every 97th and the
   /// last 1024 (the output was poisoned before the timed calls).
+  /// (All-to-all: block q of the output is rank q's block `rank`; send/recv: the previous rank's
+  /// input.)
   std::size_t check(std::size_t n) {
-    got_.resize(n);
-    gpu::copy(got_.data(), out(), n * sizeof(float));
+    const bool a2a = s_.opt.op == op_kind::all_to_all;
+    const std::size_t total = a2a ? n * s_.world : n;
+    got_.resize(total);
+    gpu::copy(got_.data(), out(), total * sizeof(float));
     std::size_t wrong = 0;
-    const std::size_t stride = n <= (16u << 20) ? 1 : 97;
-    for (std::size_t i = 0; i < n; i += (i + 1024 >= n ? 1 : stride)) {
+    const std::size_t stride = total <= (16u << 20) ? 1 : 97;
+    for (std::size_t i = 0; i < total; i += (i + 1024 >= total ? 1 : stride)) {
       float want = 0;
-      for (int r = 0; r < s_.world; ++r) want += value(i, r);
+      if (a2a)
+        want = value(rank_ * n + i % n, static_cast<int>(i / n));
+      else if (s_.opt.op == op_kind::send_recv)
+        want = value(i, prev());
+      else
+        for (int r = 0; r < s_.world; ++r) want += value(i, r);
       wrong += got_[i] != want;
     }
     return wrong;
@@ -321,14 +392,15 @@ void report(const shared_state& s, const std::string& command) {
   char date[64];
   const std::time_t now = std::time(nullptr);
   std::strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S UTC", std::gmtime(&now));
+  const char* what = s.opt.op == op_kind::all_reduce   ? "all-reduce, float sum, out of place"
+                     : s.opt.op == op_kind::all_to_all ? "all-to-all, float, equal blocks"
+                                                       : "send/recv, float, a ring shift in one group";
   if (s.opt.nccl)
-    std::printf("# ark_bench: all-reduce, float sum, out of place, %d x %s\n", s.world,
-                rt::device_name(0).c_str());
+    std::printf("# ark_bench: %s, %d x %s\n", what, s.world, rt::device_name(0).c_str());
   else // ranks share GPUs
-    std::printf(
-        "# ark_bench: all-reduce, float sum, out of place, %d ranks on %d x %s (round-robin: ranks on one "
-        "GPU cross no link; no NCCL)\n",
-        s.world, gpu::device_count(), rt::device_name(0).c_str());
+    std::printf("# ark_bench: %s, %d ranks on %d x %s (round-robin: ranks on one GPU cross no link; no "
+                "NCCL: it refuses two ranks on one GPU)\n",
+                what, s.world, gpu::device_count(), rt::device_name(0).c_str());
   std::printf("# date %s; driver API %d", date, rt::driver_version());
 #if defined(ARK_BENCH_NCCL)
   int nv = 0;
@@ -338,8 +410,13 @@ void report(const shared_state& s, const std::string& command) {
   std::printf("\n# command: %s\n", command.c_str());
   std::printf("# ark scratch per rank: %.1f MiB (slots for %u workers of %zu KiB each; team_config)\n",
               static_cast<double>(s.memory.scratch) / (1 << 20), s.memory.workers, s.memory.slot_bytes >> 10);
-  std::printf(
-      "# busbw = algbw * 2(n-1)/n; ratio = ark time / NCCL time in the same mode (device: vs NCCL graph)\n");
+  const double factor = s.opt.op == op_kind::all_reduce   ? 2.0 * (s.world - 1) / s.world
+                        : s.opt.op == op_kind::all_to_all ? double(s.world - 1) / s.world
+                                                          : 1.0;
+  std::printf("# busbw = algbw * %s; ratio = ark time / NCCL time in the same mode (device: vs NCCL graph)\n",
+              s.opt.op == op_kind::all_reduce   ? "2(n-1)/n"
+              : s.opt.op == op_kind::all_to_all ? "(n-1)/n"
+                                                : "1");
   std::printf("%12s %11s  %-6s %-9s %10s %9s %9s %6s %7s\n", "size(B)", "count", "mode", "variant",
               "time(us)", "algbw", "busbw", "#wrong", "ratio");
   std::ofstream csv(s.opt.csv);
@@ -349,7 +426,7 @@ void report(const shared_state& s, const std::string& command) {
     for (const result& q : s.results)
       if (q.bytes == r.bytes && q.v == variant::nccl && q.m == (r.m == mode::device ? mode::graph : r.m))
         nccl_us = q.us;
-    const double algbw = r.bytes / r.us / 1e3, busbw = algbw * 2.0 * (s.world - 1) / s.world;
+    const double algbw = r.bytes / r.us / 1e3, busbw = algbw * factor;
     char ratio[16] = "-";
     if (r.v != variant::nccl && nccl_us > 0) std::snprintf(ratio, sizeof ratio, "%.2f", r.us / nccl_us);
     std::printf("%12zu %11zu  %-6s %-9s %10.2f %9.2f %9.2f %6zu %7s\n", r.bytes, r.bytes / 4, mode_name(r.m),
@@ -395,12 +472,18 @@ int main(int argc, char** argv) {
       only = argv[++i], command += std::string(" ") + argv[i];
     else if (a == "--ranks" && i + 1 < argc && std::atoi(argv[i + 1]) >= 1)
       opt.ranks = std::atoi(argv[++i]), command += std::string(" ") + argv[i];
+    else if (a == "--op" && i + 1 < argc &&
+             std::find(std::begin(op_names), std::end(op_names), std::string(argv[i + 1])) !=
+                 std::end(op_names))
+      opt.op = static_cast<op_kind>(
+          std::find(std::begin(op_names), std::end(op_names), std::string(argv[++i])) - std::begin(op_names)),
+      command += std::string(" ") + argv[i];
     else {
       std::fprintf(stderr,
                    "usage: %s [--min BYTES] [--max BYTES] [--csv FILE] [--quick] [--no-early] [--slot BYTES] "
                    "[--budget BYTES] [--workers N] [--per-worker BYTES] [--ll-per-worker BYTES] [--ce-min "
                    "BYTES] [--ce-chunk BYTES] "
-                   "[--only VARIANT,...] [--ranks N]\n",
+                   "[--only VARIANT,...] [--ranks N] [--op all_reduce|all_to_all|send_recv]\n",
                    argv[0]);
       return 64;
     }
@@ -410,9 +493,10 @@ int main(int argc, char** argv) {
     const std::string name = only.substr(b, e - b);
     const auto* v = std::find(std::begin(variant_names), std::end(variant_names), name);
     if (v == std::end(variant_names)) {
-      std::fprintf(stderr,
-                   "%s: --only: no variant '%s' (ark_auto, one_shot, one_step, two_shot, ring, ce, nccl)\n",
-                   argv[0], name.c_str());
+      std::fprintf(
+          stderr,
+          "%s: --only: no variant '%s' (ark_auto, one_shot, one_step, two_shot, ring, ce, ll, nccl)\n",
+          argv[0], name.c_str());
       return 64;
     }
     opt.only |= 1u << (v - std::begin(variant_names));

@@ -127,6 +127,64 @@ TEST_CASE("copy engine only: all_gather and broadcast into registered buffers, e
   }
 }
 
+TEST_CASE(
+    "copy engine only: all_to_all, gather and scatter into registered buffers, every world, root, size") {
+  for (int world : {1, 2, 3, 5}) {
+    CAPTURE(world);
+    basic_world<host> w(world);
+    std::vector<std::size_t> bad(world, 0);
+    w.run([&](comm_t& c, int rank) {
+      const std::size_t max_n = 1001;
+      std::vector<std::int32_t> out(max_n * world), in(max_n * world);
+      c.register_buffer(out.data(), out.size() * sizeof(std::int32_t));
+      ark::call_options<host> ce;
+      ce.max_ctas = 0;
+      int call = 0;
+      for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{7}, max_n}) {
+        ++call;
+        // all_to_all: block p of ours to rank p, block q of rank q's to us
+        for (int p = 0; p < world; ++p) {
+          const auto b = pattern(n, rank * world + p, call);
+          std::copy(b.begin(), b.end(), in.begin() + p * n);
+        }
+        std::fill(out.begin(), out.end(), -1);
+        c.all_to_all<ark::dma::copy_engine>(in.data(), out.data(), n);
+        for (int q = 0; q < world; ++q) {
+          const auto b = pattern(n, q * world + rank, call);
+          for (std::size_t i = 0; i < n; ++i) bad[rank] += out[q * n + i] != b[i];
+        }
+        for (std::size_t i = n * world; i < out.size(); ++i) bad[rank] += out[i] != -1;
+        for (int root = 0; root < world; ++root)
+          for (bool in_place : {false, true}) {
+            // gather: every rank's block at block `sender` of the root's out; the others' untouched
+            std::fill(out.begin(), out.end(), -1);
+            const auto mine = pattern(n, rank, call + 10 * root);
+            if (in_place) std::copy(mine.begin(), mine.end(), out.begin() + rank * n);
+            c.gather(in_place ? out.data() + rank * n : mine.data(), out.data(), n, root, ce);
+            for (int q = 0; q < world; ++q) {
+              const auto theirs = pattern(n, q, call + 10 * root);
+              for (std::size_t i = 0; i < n; ++i)
+                bad[rank] += out[q * n + i] != (rank == root || (in_place && q == rank) ? theirs[i] : -1);
+            }
+            // scatter: block p of the root's in to rank p
+            std::fill(out.begin(), out.end(), -1);
+            for (int p = 0; p < world; ++p) {
+              const auto b = pattern(n, root * world + p, call + 20);
+              std::copy(b.begin(), b.end(), (in_place ? out.begin() : in.begin()) + p * n);
+            }
+            if (in_place && rank != root) std::fill(out.begin(), out.end(), -1);
+            // in place at the root; every rank's out at the same place of the registered buffer
+            const std::size_t at = in_place ? root * n : 0;
+            c.scatter(in_place ? out.data() : in.data(), out.data() + at, n, root, ce);
+            const auto b = pattern(n, root * world + rank, call + 20);
+            for (std::size_t i = 0; i < n; ++i) bad[rank] += out[at + i] != b[i];
+          }
+      }
+    });
+    for (int r = 0; r < world; ++r) CHECK(bad[r] == 0);
+  }
+}
+
 TEST_CASE("copy engine only: clear errors before anything launches") {
   basic_world<host> w(2);
   std::vector<std::string> errors(2);

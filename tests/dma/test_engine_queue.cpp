@@ -1,5 +1,5 @@
-// An engine backend's request queues: one per worker, after one another in the rank's engine
-// memory, none without staging.
+// An engine backend's request queues: one per worker (the collectives' and the point-to-point
+// workers'), after one another in the rank's engine memory, none without staging.
 #include "ark/dma/engine_queue.hpp"
 
 #include <doctest/doctest.h>
@@ -10,11 +10,13 @@ TEST_CASE("engine queues: one per worker, after one another, none without stagin
   c.max_depth = 4;
   c.slot_bytes = 4096;
   c.ll_slot_bytes = 1024;
+  c.p2p_workers = 2;
   const ark::layout l = ark::make_layout(5, c);
   std::byte* base = nullptr;
   const std::uint32_t capacity = ark::dma::queue_capacity(l);
   CHECK(capacity == 2 * l.slots + 2);
-  CHECK(reinterpret_cast<std::byte*>(ark::dma::requests(l, base, 2) + capacity) ==
+  CHECK(l.all_workers() == 5);
+  CHECK(reinterpret_cast<std::byte*>(ark::dma::requests(l, base, 4) + capacity) ==
         base + ark::dma::engine_bytes(l));
   CHECK(reinterpret_cast<std::byte*>(ark::dma::queue(l, base, 1)) ==
         reinterpret_cast<std::byte*>(ark::dma::requests(l, base, 0) + capacity));

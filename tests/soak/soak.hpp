@@ -138,7 +138,17 @@ entry<P> make_entry() {
       c.template gather<B>(in, out, a.count, a.root, o);
     else if constexpr (K == ark::collective::scatter)
       c.template scatter<B>(in, out, a.count, a.root, o);
-    else
+    else if constexpr (K == ark::collective::p2p) { // a ring shift: to the next rank, from the previous
+      c.group_start();
+      try {
+        c.template send<B>(in, a.count, (a.rank + 1) % a.world, o);
+        c.template recv<B>(out, a.count, (a.rank + a.world - 1) % a.world, o);
+      } catch (...) {
+        c.group_end(); // what was added runs: the peers' groups expect it
+        throw;
+      }
+      c.group_end();
+    } else
       c.template reduce<B>(in, out, a.count, a.root, Op{}, o);
   };
   e.input = [](const args& a, std::byte* dst) {
@@ -161,17 +171,19 @@ entry<P> make_entry() {
       bool ok;
       if constexpr (K == ark::collective::all_gather || K == ark::collective::broadcast ||
                     K == ark::collective::all_to_all || K == ark::collective::gather ||
-                    K == ark::collective::scatter) {
+                    K == ark::collective::scatter || K == ark::collective::p2p) {
         // all-gather and gather: block q is rank q's input; all-to-all: block q is block `rank`
         // of rank q's input; broadcast: the root's input; scatter: block `rank` of the root's
         const bool from_root = K == ark::collective::broadcast || K == ark::collective::scatter;
         const int from = from_root ? a.root : static_cast<int>(i / a.count);
-        const std::size_t j = K == ark::collective::broadcast ? i
+        // send/recv (a ring shift): the previous rank's input
+        const int from_p2p = (a.rank + a.world - 1) % a.world;
+        const std::size_t j = K == ark::collective::broadcast || K == ark::collective::p2p ? i
                               : K == ark::collective::scatter ? a.rank * a.count + i
                               : K == ark::collective::all_gather || K == ark::collective::gather
                                   ? i % a.count
                                   : a.rank * a.count + i % a.count;
-        const T want = ark_test::input<T, Op>(a.seed, from, j);
+        const T want = ark_test::input<T, Op>(a.seed, K == ark::collective::p2p ? from_p2p : from, j);
         ok = std::memcmp(&got, &want, sizeof(T)) == 0;
       } else {
         const std::size_t j = K == ark::collective::reduce_scatter ? a.rank * a.count + i : i;
@@ -288,13 +300,17 @@ std::vector<entry<P>> table() {
       at<52, K::scatter, algo::direct, dauto, P>(),
       at<53, K::scatter, algo::direct, tc8, P>(),
       at<54, K::scatter, algo::direct, ll1, P>(),
+      at<55, K::p2p, algo::direct, dauto, P>(),
+      at<56, K::p2p, algo::direct, tc8, P>(),
+      at<57, K::p2p, algo::direct, ll2, P>(),
+      at<58, K::p2p, algo::direct, pe2, P>(),
   };
 #if defined(ARK_COMPILER_CUDA) && !defined(ARK_HIP_COMPILE_CHECK) // dma::tma: NVIDIA sm_90 and newer
-  t.push_back(at<55, K::all_reduce, algo::two_shot, dma::tma<2>, P>());
-  t.push_back(at<56, K::all_reduce, algo::ring, dma::tma<8>, P>());
-  t.push_back(at<57, K::reduce_scatter, algo::direct, dma::tma<1>, P>());
-  t.push_back(at<58, K::all_gather, algo::ring, dma::tma<4>, P>());
-  t.push_back(at<59, K::reduce, algo::direct, dma::tma<4>, P>());
+  t.push_back(at<63, K::all_reduce, algo::two_shot, dma::tma<2>, P>());
+  t.push_back(at<60, K::all_reduce, algo::ring, dma::tma<8>, P>());
+  t.push_back(at<61, K::reduce_scatter, algo::direct, dma::tma<1>, P>());
+  t.push_back(at<62, K::all_gather, algo::ring, dma::tma<4>, P>());
+  t.push_back(at<63, K::reduce, algo::direct, dma::tma<4>, P>());
 #endif
   return t;
 }
@@ -303,7 +319,7 @@ std::vector<entry<P>> table() {
 
 /// What a configuration and a world allow, for predicting refusals.
 struct limits {
-  unsigned max_depth = 0, team_workers = 0, block_cap = 0;
+  unsigned max_depth = 0, team_workers = 0, block_cap = 0, p2p_workers = 0;
   bool staging = false;
   std::size_t queues_per_rank = static_cast<std::size_t>(-1); ///< hardware queues a rank has to itself
 };
@@ -340,6 +356,19 @@ std::string refusal(const call<P>& c, const limits& l) {
   const entry<P>& e = *c.e;
   using K = ark::collective;
   if (c.misaligned) return "is not aligned to its element type";
+  if (e.k == K::p2p) { // communicator::send/recv's checks, then the group's at its end
+    if (c.workers && c.max_ctas > 0 && c.workers > static_cast<unsigned>(c.max_ctas))
+      return "exceeds max_ctas";
+    if (c.max_ctas == 0) return "max_ctas = 0";
+    if (c.workers > l.p2p_workers) return "exceeds team_config.p2p_workers";
+    // an automatic backend is thread copies of the default depth
+    if ((e.backend == bk::automatic ? ark::default_depth : e.depth) > l.max_depth)
+      return "exceeds team_config.max_depth";
+    if (e.backend == bk::proxy_engine && !l.staging) return "needs staging";
+    if (c.workers && l.block_cap && c.workers > l.block_cap) return "blocks a call may use";
+    if (c.in_place && c.a.count) return "overlap"; // the receive's buffer is the send's
+    return "";
+  }
   if (e.k == K::all_to_all && c.in_place && c.a.count) return "overlap"; // no in-place form
   if (c.workers && c.max_ctas > 0 && c.workers > static_cast<unsigned>(c.max_ctas)) return "exceeds max_ctas";
   const bool ce = e.backend == bk::copy_engine;
@@ -349,7 +378,8 @@ std::string refusal(const call<P>& c, const limits& l) {
     if (c.workers && l.block_cap && c.workers > l.block_cap) return "blocks a call may use";
     return "";
   }
-  if (ce || (c.max_ctas == 0 && (e.k == K::all_gather || e.k == K::broadcast)))
+  if (ce || (c.max_ctas == 0 && (e.k == K::all_gather || e.k == K::broadcast || e.k == K::all_to_all ||
+                                 e.k == K::gather || e.k == K::scatter)))
     return l.queues_per_rank < 1 ? "hardware queues" : "";
   if (c.max_ctas == 0) return "max_ctas = 0";
   if (c.workers && l.block_cap && c.workers > l.block_cap) return "blocks a call may use";
@@ -551,6 +581,7 @@ std::vector<named_config_result> run_rank(const run_options& ro, int rank, int d
       limits lim;
       lim.max_depth = cfg.team.max_depth;
       lim.team_workers = comm.team().lay.workers; // automatic slots: those the budget holds
+      lim.p2p_workers = comm.team().lay.p2p;
       lim.block_cap = comm.block_cap();
       lim.staging = cfg.team.staging;
       if constexpr (!P::synchronous_launch)
@@ -611,8 +642,8 @@ std::vector<named_config_result> run_rank(const run_options& ro, int rank, int d
         for (const auto& c : batch) {
           const entry<P>& e = *c.e;
           std::byte* in_at = c.in_place ? out_img.data() + c.out_off : in_img.data() + c.in_off;
-          // in place: all_gather's and gather's input is block `rank` of the output; reduce_scatter's and
-          // scatter's output is block `rank` of the input
+          // in place: all_gather's and gather's input is block `rank` of the output; reduce_scatter's
+          // output is block `rank` of the input, scatter's block `root` on every rank
           if (c.in_place && (e.k == ark::collective::all_gather || e.k == ark::collective::gather))
             in_at += rank * c.a.count * e.elem;
           e.input(c.a, in_at);
@@ -637,8 +668,9 @@ std::vector<named_config_result> run_rank(const run_options& ro, int rank, int d
           if (c.in_place) {
             if (e.k == ark::collective::all_gather || e.k == ark::collective::gather)
               in += rank * c.a.count * e.elem;
-            if (e.k == ark::collective::reduce_scatter || e.k == ark::collective::scatter)
-              out += rank * c.a.count * e.elem;
+            // scatter: every rank's out at the root's block (the place the copy engine needs)
+            if (e.k == ark::collective::reduce_scatter) out += rank * c.a.count * e.elem;
+            if (e.k == ark::collective::scatter) out += c.a.root * c.a.count * e.elem;
           }
           ++res.calls;
           try {
@@ -693,7 +725,7 @@ std::vector<named_config_result> run_rank(const run_options& ro, int rank, int d
             if (c.in_place && (e.k == ark::collective::reduce_scatter || e.k == ark::collective::scatter)) {
               std::fill(result.begin() + c.out_off, result.begin() + c.out_off + c.out_bytes,
                         std::uint8_t{2});
-              off += rank * c.a.count * e.elem;
+              off += (e.k == ark::collective::scatter ? c.a.root : rank) * c.a.count * e.elem;
             }
             if (!e.written(c.a)) continue;
             std::fill(result.begin() + off, result.begin() + off + len, std::uint8_t{1});

@@ -180,7 +180,8 @@ void check_collective(basic_world<P>& w, const case_params& p, const callee<T, P
         std::vector<T> buf(std::max(nin, nout) + guard);
         poison(buf, pattern);
         std::size_t in_off = 0, out_off = 0;
-        if (K == ark::collective::reduce_scatter || K == ark::collective::scatter) out_off = rank * p.count;
+        if (K == ark::collective::reduce_scatter) out_off = rank * p.count;
+        if (K == ark::collective::scatter) out_off = p.root * p.count; // every rank's out at the root's block
         if (K == ark::collective::all_gather || K == ark::collective::gather) in_off = rank * p.count;
         if ((K != ark::collective::broadcast && K != ark::collective::scatter) || rank == p.root)
           std::copy(in.begin(), in.end(), buf.begin() + in_off);

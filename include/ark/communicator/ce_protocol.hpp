@@ -56,25 +56,40 @@ public:
     return n;
   }
 
-  /// All-gather (root < 0) or broadcast from root: our `count` elements land at element `offset`
-  /// of every receiver's registered `out` (out_count elements).
+  /// The collectives that only copy, each block straight into its receiver's registered `out`
+  /// (out_count elements, at the same place on every rank that receives): all-gather (every rank
+  /// to every rank, at block `sender`), broadcast (the root to every rank), all-to-all (block p
+  /// of every rank to rank p, at block `sender`), gather (every rank to the root, at block
+  /// `sender`), scatter (block p of the root to rank p). `local_copy`: this rank's own block is
+  /// copied into its own `out` too (not in place).
   template <collective K, class T>
   void gather(rank_runtime<P>& rt, const registry<P>& reg, const char* call, const T* in, T* out,
-              std::size_t count, std::size_t out_count, std::size_t offset, int root, bool local_copy,
-              const call_options<P>& o) {
+              std::size_t count, std::size_t out_count, int root, bool local_copy, const call_options<P>& o) {
+    static_assert(K == collective::all_gather || K == collective::broadcast || K == collective::all_to_all ||
+                  K == collective::gather || K == collective::scatter);
     rt.check_usable(call);
     (void)detail::plan_call<K, algo::direct, dma::copy_engine, T>(rt, count, o);
     if (!count) return;
     const int me = rt.rank(), W = rt.world();
     const auto pw = reg.recv_window(call, out, out_count, me, W);
     const window_view& w = pw.v;
-    const call_desc d = call_desc::make(K, algo::direct::id, static_cast<std::uint8_t>(dtype_of<T>),
-                                        op_id<op::sum>, dma::copy_engine::id, 0, root < 0 ? 0 : root, count);
+    const call_desc d =
+        call_desc::make(K, algo::direct::id, static_cast<std::uint8_t>(dtype_of<T>), op_id<op::sum>,
+                        dma::copy_engine::id, 0, has_root(K) ? root : 0, count);
     const team_view& t = rt.team();
     const layout& l = t.lay;
     std::byte* local = t.base[me];
-    auto sends_to = [&](int p) { return p != me && (root < 0 || me == root); };
-    auto receives_from = [&](int p) { return p != me && (root < 0 || p == root); };
+    constexpr bool every_pair = K == collective::all_gather || K == collective::all_to_all;
+    constexpr bool from_root = K == collective::broadcast || K == collective::scatter;
+    auto sends_to = [&](int p) { return p != me && (every_pair || (from_root ? me == root : p == root)); };
+    auto receives_from = [&](int p) {
+      return p != me && (every_pair || (from_root ? p == root : me == root));
+    };
+    // what we send rank p, and where it lands in p's out (a sender's block, or the whole out)
+    auto source = [&](int p) {
+      return K == collective::all_to_all || K == collective::scatter ? in + std::size_t(p) * count : in;
+    };
+    const std::size_t offset = K == collective::broadcast || K == collective::scatter ? 0 : me * count;
     const std::size_t block = count * sizeof(T);
     const auto turn = rt.join_previous(o);
     ops ops(rt, call, o);
@@ -87,10 +102,10 @@ public:
       if (sends_to(p)) ops.wait(l.ce_flag(local, p, layout::ce_ready), v, p);
     for (int p = 0; p < W; ++p) {
       if (!sends_to(p)) continue;
-      ops.copy(w.base[p] + offset * sizeof(T), in, block);
+      ops.copy(w.base[p] + offset * sizeof(T), source(p), block);
       ops.write(l.ce_flag(t.base[p], me, layout::ce_sent), v);
     }
-    if (local_copy) ops.copy(w.base[me] + offset * sizeof(T), in, block);
+    if (local_copy) ops.copy(w.base[me] + offset * sizeof(T), source(me), block);
     for (int p = 0; p < W; ++p)
       if (receives_from(p)) ops.wait(l.ce_flag(local, p, layout::ce_sent), v, p);
     ops.flush();

@@ -117,8 +117,8 @@ public:
   template <class A = algo::automatic, class B = dma::automatic, element T, class Op = op::sum>
   void reduce_scatter(const T* in, T* out, std::size_t count, Op op = {}, const call_options<P>& o = {}) {
     static_assert(!std::is_same_v<B, dma::copy_engine>,
-                  "ark: dma::copy_engine offers all_reduce, all_gather and "
-                  "broadcast");
+                  "ark: dma::copy_engine offers all_reduce, all_gather, broadcast, all_to_all, gather and "
+                  "scatter");
     detail::check_elements<T>("reduce_scatter", count, world());
     detail::check_buffer("reduce_scatter", "send buffer", in, count * world());
     detail::check_buffer("reduce_scatter", "recv buffer", out, count);
@@ -135,8 +135,7 @@ public:
     detail::check_overlap("all_gather", in, count, out, count * world(), in == out + rank() * count);
     if (o.max_ctas == 0 || std::is_same_v<B, dma::copy_engine>)
       return ce_.template gather<collective::all_gather>(rt_, reg_, "all_gather", in, out, count,
-                                                         count * world(), rank() * count, -1,
-                                                         in != out + rank() * count, o);
+                                                         count * world(), 0, in != out + rank() * count, o);
     if constexpr (!std::is_same_v<B, dma::copy_engine>)
       run<collective::all_gather, A, B>("all_gather", in, out, count, 0, op::sum{}, o);
   }
@@ -150,8 +149,8 @@ public:
     detail::check_buffer("broadcast", "recv buffer", out, count);
     if (rank() == root) detail::check_overlap("broadcast", in, count, out, count, in == out);
     if (o.max_ctas == 0 || std::is_same_v<B, dma::copy_engine>)
-      return ce_.template gather<collective::broadcast>(rt_, reg_, "broadcast", in, out, count, count, 0,
-                                                        root, rank() == root && in != out, o);
+      return ce_.template gather<collective::broadcast>(rt_, reg_, "broadcast", in, out, count, count, root,
+                                                        rank() == root && in != out, o);
     if constexpr (!std::is_same_v<B, dma::copy_engine>)
       run<collective::broadcast, algo::direct, B>("broadcast", in, out, count, root, op::sum{}, o);
   }
@@ -160,8 +159,8 @@ public:
   template <class B = dma::automatic, element T, class Op = op::sum>
   void reduce(const T* in, T* out, std::size_t count, int root, Op op = {}, const call_options<P>& o = {}) {
     static_assert(!std::is_same_v<B, dma::copy_engine>,
-                  "ark: dma::copy_engine offers all_reduce, all_gather and "
-                  "broadcast");
+                  "ark: dma::copy_engine offers all_reduce, all_gather, broadcast, all_to_all, gather and "
+                  "scatter");
     detail::check_elements<T>("reduce", count, 1);
     detail::check_root("reduce", root, world());
     detail::check_buffer("reduce", "send buffer", in, count);
@@ -176,40 +175,40 @@ public:
   /// (this rank) of out. Not in place: in and out must not overlap.
   template <class B = dma::automatic, element T>
   void all_to_all(const T* in, T* out, std::size_t count, const call_options<P>& o = {}) {
-    static_assert(!std::is_same_v<B, dma::copy_engine>,
-                  "ark: dma::copy_engine offers all_reduce, all_gather and "
-                  "broadcast");
     detail::check_elements<T>("all_to_all", count, world());
     detail::check_buffer("all_to_all", "send buffer", in, count * world());
     detail::check_buffer("all_to_all", "recv buffer", out, count * world());
     detail::check_overlap("all_to_all", in, count * world(), out, count * world(), false);
-    run<collective::all_to_all, algo::direct, B>("all_to_all", in, out, count, 0, op::sum{}, o);
+    if (o.max_ctas == 0 || std::is_same_v<B, dma::copy_engine>)
+      return ce_.template gather<collective::all_to_all>(rt_, reg_, "all_to_all", in, out, count,
+                                                         count * world(), 0, true, o);
+    if constexpr (!std::is_same_v<B, dma::copy_engine>)
+      run<collective::all_to_all, algo::direct, B>("all_to_all", in, out, count, 0, op::sum{}, o);
   }
 
   /// root's out (world blocks of `count`): block r = rank r's in. Other ranks' out is not used
   /// (may be null). In place at the root when its in == out + root * count.
   template <class B = dma::automatic, element T>
   void gather(const T* in, T* out, std::size_t count, int root, const call_options<P>& o = {}) {
-    static_assert(!std::is_same_v<B, dma::copy_engine>,
-                  "ark: dma::copy_engine offers all_reduce, all_gather and "
-                  "broadcast");
     detail::check_elements<T>("gather", count, world());
     detail::check_root("gather", root, world());
     detail::check_buffer("gather", "send buffer", in, count);
-    if (rank() == root) {
+    const bool ce = o.max_ctas == 0 || std::is_same_v<B, dma::copy_engine>;
+    if (rank() == root || ce) { // over the copy engine every rank names where the root's out is
       detail::check_buffer("gather", "recv buffer", out, count * world());
-      detail::check_overlap("gather", in, count, out, count * world(), in == out + root * count);
+      detail::check_overlap("gather", in, count, out, count * world(), in == out + rank() * count);
     }
-    run<collective::gather, algo::direct, B>("gather", in, out, count, root, op::sum{}, o);
+    if (ce)
+      return ce_.template gather<collective::gather>(rt_, reg_, "gather", in, out, count, count * world(),
+                                                     root, rank() == root && in != out + root * count, o);
+    if constexpr (!std::is_same_v<B, dma::copy_engine>)
+      run<collective::gather, algo::direct, B>("gather", in, out, count, root, op::sum{}, o);
   }
 
   /// out (count elements) = block `rank` of root's in (world blocks of `count`). Other ranks' in
   /// is not used (may be null). In place at the root when its out == in + root * count.
   template <class B = dma::automatic, element T>
   void scatter(const T* in, T* out, std::size_t count, int root, const call_options<P>& o = {}) {
-    static_assert(!std::is_same_v<B, dma::copy_engine>,
-                  "ark: dma::copy_engine offers all_reduce, all_gather and "
-                  "broadcast");
     detail::check_elements<T>("scatter", count, world());
     detail::check_root("scatter", root, world());
     if (rank() == root) {
@@ -217,7 +216,11 @@ public:
       detail::check_overlap("scatter", in, count * world(), out, count, out == in + root * count);
     }
     detail::check_buffer("scatter", "recv buffer", out, count);
-    run<collective::scatter, algo::direct, B>("scatter", in, out, count, root, op::sum{}, o);
+    if (o.max_ctas == 0 || std::is_same_v<B, dma::copy_engine>)
+      return ce_.template gather<collective::scatter>(rt_, reg_, "scatter", in, out, count, count, root,
+                                                      rank() == root && out != in + root * count, o);
+    if constexpr (!std::is_same_v<B, dma::copy_engine>)
+      run<collective::scatter, algo::direct, B>("scatter", in, out, count, root, op::sum{}, o);
   }
 
   // -- point-to-point -----------------------------------------------------------------------------
@@ -446,6 +449,20 @@ private:
             call, "send " + std::to_string(k) + " to this rank carries " + std::to_string(s.count) +
                       " elements of another size or type than its receive's " + std::to_string(r.count));
     }
+    // a receive writes while the group's other operations read or write: no buffer may overlap
+    // a receive's (sends may share theirs)
+    auto bytes_of = [](const p2p_op& o) { return o.count * o.elem; };
+    for (std::size_t i = 0; i < g.ops.size(); ++i)
+      for (std::size_t j = 0; j < g.ops.size(); ++j) {
+        const p2p_op &r = g.ops[i], &x = g.ops[j];
+        if (i == j || r.kind != p2p_op::recv || !bytes_of(r) || !bytes_of(x) ||
+            (x.kind == p2p_op::recv && j < i))
+          continue;
+        if (r.buf < x.buf + bytes_of(x) && x.buf < r.buf + bytes_of(r))
+          detail::throw_invalid(g.ops.size() == 2 && x.kind == p2p_op::send ? "group_end" : call,
+                                "a receive's buffer overlaps another operation's in the group (" +
+                                    std::string(x.kind == p2p_op::recv ? "a receive" : "a send") + ")");
+      }
     std::size_t k = 0;
     for (std::size_t i = 0; i < g.ops.size(); ++i) {
       p2p_op op = g.ops[i];

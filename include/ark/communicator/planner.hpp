@@ -76,9 +76,12 @@ call_plan plan_call(const rank_runtime<P>& rt, std::size_t count, const call_opt
     return p;
   }
   if (o.max_ctas == 0 || ce) {
-    if (K != collective::all_gather && K != collective::broadcast)
-      throw_invalid(call, "max_ctas = 0 (copy engine only) is for all_gather and broadcast; this "
-                          "collective runs on the SMs: give it at least one block");
+    if (K != collective::all_gather && K != collective::broadcast && K != collective::all_to_all &&
+        K != collective::gather && K != collective::scatter)
+      throw_invalid(call,
+                    "max_ctas = 0 (copy engine only) is for the collectives that only copy (all_gather, "
+                    "broadcast, all_to_all, gather, scatter); this one reduces on the SMs: give it at "
+                    "least one block");
     check_hardware_queues(rt, call, 1);
     p.algorithm = algo::direct::id;
     // copies and flag writes on the stream; one warp waits for the peers' flags

@@ -5,6 +5,8 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 #include <set>
 #include <string>
 
@@ -71,6 +73,7 @@ TEST_CASE("layout: automatic slots fit the scratch budget at every world, the mo
   c.slot_bytes = 0;
   c.ll_slot_bytes = 16 << 10;
   c.scratch_budget = 64 << 20;
+  c.p2p_workers = 2; // fixed here (explicit slots take the same); their automatic count: below
   const std::size_t least = ark::team_config::auto_slot_least, most = ark::team_config::auto_slot_most;
   auto with = [&](int world, unsigned workers, std::size_t slot) {
     auto e = c;
@@ -146,4 +149,37 @@ TEST_CASE("split: every part is aligned, the parts tile the range, every rank co
       }
       CHECK(next == 5 + len);
     }
+}
+
+TEST_CASE("layout: the point-to-point workers, automatic and explicit") {
+  ark::team_config c; // the GPU default's shape: automatic slots in a budget
+  c.workers = 128;
+  c.slot_bytes = 0;
+  c.scratch_budget = 64 << 20;
+  c.max_depth = 4;
+  c.ll_slot_bytes = 16 << 10;
+  c.staging = false;
+  for (int world : {1, 2, 3, 4, 8, 16}) {
+    CAPTURE(world);
+    const ark::layout l = ark::make_layout(world, c);
+    ark::team_config none = c;
+    none.p2p_workers = 0;
+    const ark::layout alone = ark::make_layout(world, none); // the budget's workers without them
+    CHECK(l.total <= c.scratch_budget);
+    CHECK(l.p2p == std::clamp(alone.workers / 5, 1u, 16u));
+    CHECK(l.workers >= 1);
+    CHECK(l.workers + l.p2p <= alone.workers + 1);
+    CHECK(alone.p2p == 0);
+    ark::team_config three = c;
+    three.p2p_workers = 3;
+    CHECK(ark::make_layout(world, three).p2p == 3);
+  }
+  ark::team_config e; // explicit slots: 2 unless given
+  e.slot_bytes = 4096;
+  CHECK(ark::make_layout(2, e).p2p == 2);
+  e.p2p_workers = 0;
+  CHECK(ark::make_layout(2, e).p2p == 0);
+  CHECK(ark::make_layout(2, e).all_workers() == e.workers);
+  e.p2p_workers = 1025;
+  CHECK_THROWS_AS(ark::make_layout(2, e), ark::invalid_argument);
 }

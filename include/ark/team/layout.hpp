@@ -43,8 +43,11 @@ struct team_config {
   /// Workers of their own for send and receive (communicator::send, recv, groups): each has
   /// its own slots too, beside the collectives' (taken from scratch_budget with automatic
   /// slots). Their steps are counted per pair of ranks, since only the two ranks of a send take
-  /// part in it. 0: no point-to-point calls.
-  unsigned p2p_workers = 2;
+  /// part in it. 0: no point-to-point calls. p2p_auto: with automatic slots, a fifth of the
+  /// workers the budget would hold without them (1 to 16: a send's bandwidth grows with its
+  /// workers, docs/perf.md), else 2.
+  unsigned p2p_workers = p2p_auto;
+  static constexpr unsigned p2p_auto = ~0u;
   unsigned max_depth = 8; ///< the largest pipeline Depth calls may use
   /// Payload of a simple-protocol slot. 0: automatic, sized by scratch_budget (below).
   std::size_t slot_bytes = 64 << 10;
@@ -229,13 +232,27 @@ inline layout make_layout(int world, const team_config& c) {
                                               std::to_string(max_world) + "]");
   if (c.workers < 1 || c.workers > 4096)
     detail::throw_invalid("communicator", "workers must be in [1, 4096]");
-  if (c.p2p_workers > 1024) detail::throw_invalid("communicator", "p2p_workers must be in [0, 1024]");
+  if (c.p2p_workers > 1024 && c.p2p_workers != team_config::p2p_auto)
+    detail::throw_invalid("communicator", "p2p_workers must be in [0, 1024] (or p2p_auto)");
   if (c.max_depth < 1 || c.max_depth > 63)
     detail::throw_invalid("communicator", "max_depth must be in [1, 63]");
   if (c.slot_bytes % 256 || (c.slot_bytes && c.slot_bytes < 256))
     detail::throw_invalid("communicator", "slot_bytes must be a positive multiple of 256 (or 0: automatic)");
   if (c.ll_slot_bytes < 256 || c.ll_slot_bytes % 256)
     detail::throw_invalid("communicator", "ll_slot_bytes must be a positive multiple of 256");
+  if (c.p2p_workers == team_config::p2p_auto) {
+    team_config r = c;
+    r.p2p_workers = 2;
+    if (!c.slot_bytes && c.scratch_budget) { // a fifth of what the budget holds without them
+      r.p2p_workers = 0;
+      const auto fits = [&](unsigned w) {
+        return detail::place_layout(world, w, team_config::auto_slot_least, r).total <= c.scratch_budget;
+      };
+      const unsigned n = fits(1) ? detail::largest_that<unsigned>(1, c.workers, fits) : 1;
+      r.p2p_workers = n / 5 < 1 ? 1 : n / 5 > 16 ? 16 : n / 5;
+    }
+    return make_layout(world, r);
+  }
   if (c.slot_bytes) return detail::place_layout(world, c.workers, c.slot_bytes, c);
   if (!c.scratch_budget)
     detail::throw_invalid("communicator", "slot_bytes = 0 (automatic) sizes the slots by "

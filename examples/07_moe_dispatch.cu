@@ -34,6 +34,8 @@ struct moe_loop {
   std::int64_t* send_n; // world: floats sent to each rank
   std::int64_t* recv_n; // world: floats received from each rank
   std::uint32_t* order; // tokens: the token at each packed position
+  ark::p2p_ops* group;  // one exchange's sends and receives: in memory, not in each thread's
+                        // registers (2 KB a thread would live in local memory)
 
   template <class G>
   ARK_HD bool run(G& block) const {
@@ -58,23 +60,25 @@ struct moe_loop {
       if (!comm.all_to_all(block, 0, 1, send_n, recv_n, 1)) return false;
       // dispatch, and combine: a group each, with every peer (its own block copied locally)
       auto exchange = [&](const float* from, const std::int64_t* out_n, float* to, const std::int64_t* in_n) {
-        ark::p2p_ops ops;
-        std::size_t so = 0, ro = 0;
-        for (int p = 0; p < world; ++p) {
-          if (p == me) {
-            ark::p2p_op o =
-                ark::make_p2p_op(ark::p2p_op::self, to + ro, static_cast<std::size_t>(in_n[p]), p);
-            o.src = reinterpret_cast<std::uint64_t>(from + so);
-            ops.op[ops.n++] = o;
-          } else {
-            ops.op[ops.n++] =
-                ark::make_p2p_op(ark::p2p_op::send, from + so, static_cast<std::size_t>(out_n[p]), p);
-            ops.op[ops.n++] =
-                ark::make_p2p_op(ark::p2p_op::recv, to + ro, static_cast<std::size_t>(in_n[p]), p);
+        if (t0 == 0) { // thread 0 lists the group; every thread runs it
+          ark::p2p_ops& ops = *group;
+          ops.n = 0;
+          std::size_t so = 0, ro = 0;
+          for (int p = 0; p < world; ++p) {
+            const auto sn = static_cast<std::size_t>(out_n[p]), rn = static_cast<std::size_t>(in_n[p]);
+            if (p == me) { // our own tokens: a local copy
+              ark::p2p_op o = ark::make_p2p_op(ark::p2p_op::self, to + ro, rn, p);
+              o.src = reinterpret_cast<std::uint64_t>(from + so);
+              ops.op[ops.n++] = o;
+            } else {
+              ops.op[ops.n++] = ark::make_p2p_op(ark::p2p_op::send, from + so, sn, p);
+              ops.op[ops.n++] = ark::make_p2p_op(ark::p2p_op::recv, to + ro, rn, p);
+            }
+            so += sn, ro += rn;
           }
-          so += static_cast<std::size_t>(out_n[p]), ro += static_cast<std::size_t>(in_n[p]);
         }
-        return comm.p2p(block, 0, 1, ops);
+        block.sync();
+        return comm.p2p(block, 0, 1, *group);
       };
       if (!exchange(packed, send_n, received, recv_n)) return false;
       // expert: this rank's expert scales what it received
@@ -114,10 +118,11 @@ struct moe {
           combined(tokens * dim, rank), acc(tokens * dim, rank);
       examples::buffer<P, std::int64_t> send_n(world, rank), recv_n(world, rank);
       examples::buffer<P, std::uint32_t> order(tokens, rank);
+      examples::buffer<P, ark::p2p_ops> group(1, rank);
       acc.upload(std::vector<float>(tokens * dim, 0.0f));
       const moe_loop<P> loop{comm.device_handle(), tokens,          dim,        steps,         packed.data(),
                              received.data(),      combined.data(), acc.data(), send_n.data(), recv_n.data(),
-                             order.data()};
+                             order.data(),         group.data()};
       if constexpr (P::synchronous_launch) {
         comm.launch(loop, 1);
       } else {

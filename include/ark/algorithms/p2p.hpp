@@ -56,7 +56,7 @@ ARK_HD p2p_op make_p2p_op(std::uint8_t kind, const T* buf, std::size_t count, in
 }
 
 /// The most operations one group holds: they travel in the launch's arguments.
-inline constexpr unsigned p2p_max_ops = 64;
+inline constexpr unsigned p2p_max_ops = layout::p2p_group_most;
 
 /// A group's operations, by value (a kernel's argument).
 struct p2p_ops {
@@ -73,10 +73,16 @@ ARK_HD call_desc describe_p2p(const p2p_op& o, unsigned workers) {
   return call_desc::make(collective::p2p, 0, o.dtype, 0, B::id, workers, 0, o.count);
 }
 
-/// Runs the group `ops` on point-to-point worker `worker` of `workers` (the launch's blocks), over
-/// backend B. Scope-collective. Returns false after a failure, recorded on this rank.
+/// Runs the group of `count` operations at `list` (at most p2p_max_ops) on point-to-point worker
+/// `worker` of `workers` (the launch's blocks), over backend B. Scope-collective. Returns false
+/// after a failure, recorded on this rank.
 template <class B, device P, scope G>
-ARK_HD bool run_p2p(G& g, const team_view& t, unsigned worker, unsigned workers, const p2p_ops& ops) {
+ARK_HD bool run_p2p(G& g, const team_view& t, unsigned worker, unsigned workers, const p2p_op* list,
+                    unsigned count) {
+  const struct {
+    const p2p_op* op;
+    unsigned n;
+  } ops{list, count};
   const layout& l = t.lay;
   const unsigned w = l.p2p_worker(worker);
   std::byte* const me = t.local();
@@ -87,22 +93,33 @@ ARK_HD bool run_p2p(G& g, const team_view& t, unsigned worker, unsigned workers,
   };
   const std::size_t piece = ark::piece_elems<std::uint8_t>(l, B::ll); // bytes per step
   auto share = [&](const p2p_op& o) { return split({0, o.count * o.elem}, workers, worker, 16); };
-  // each operation's steps (at least one: its header), and where they begin in its direction:
-  // after the group's earlier operations in the same direction (at `pos` of the group's steps
-  // there), so at the direction's next step + pos (`first`)
-  std::uint64_t steps[p2p_max_ops], pos[p2p_max_ops], first[p2p_max_ops], rounds = 0;
-  for (unsigned i = 0; i < ops.n; ++i) {
-    const p2p_op& o = ops.op[i];
-    const std::uint64_t n = div_up(share(o).len, piece);
-    steps[i] = o.kind == p2p_op::self ? 0 : n ? n : 1;
-    if (o.kind == p2p_op::self) continue;
-    unsigned k = i;
-    while (k-- > 0)
-      if (ops.op[k].peer == o.peer && ops.op[k].kind == o.kind) break;
-    pos[i] = k < i ? pos[k] + steps[k] : 0;
-    first[i] = k < i ? first[k] + steps[k] : *l.pair_step(me, worker, o.peer, o.kind == p2p_op::recv);
-    rounds = rounds < pos[i] + steps[i] ? pos[i] + steps[i] : rounds;
+  // the plan: each operation's steps (at least one: its header), and where they begin in its
+  // direction: after the group's earlier operations in the same direction (at `pos` of the
+  // group's steps there), so at the direction's next step + pos (`first`); and the rounds. Thread
+  // 0 writes it into the worker's plan in the region (layout::p2p_plan, not per-thread arrays);
+  // every thread reads it after the barrier.
+  std::uint64_t* const steps = l.p2p_plan(me, worker);
+  std::uint64_t* const pos = steps + p2p_max_ops;
+  std::uint64_t* const first = pos + p2p_max_ops;
+  std::uint64_t* const most = first + p2p_max_ops;
+  if (g.thread_rank() == 0) {
+    *most = 0;
+    for (unsigned i = 0; i < ops.n; ++i) {
+      const p2p_op& o = ops.op[i];
+      const std::uint64_t k_steps = div_up(share(o).len, piece);
+      steps[i] = o.kind == p2p_op::self ? 0 : k_steps ? k_steps : 1;
+      pos[i] = first[i] = 0;
+      if (o.kind == p2p_op::self) continue;
+      unsigned k = i;
+      while (k-- > 0)
+        if (ops.op[k].peer == o.peer && ops.op[k].kind == o.kind) break;
+      pos[i] = k < i ? pos[k] + steps[k] : 0;
+      first[i] = k < i ? first[k] + steps[k] : *l.pair_step(me, worker, o.peer, o.kind == p2p_op::recv);
+      *most = *most < pos[i] + steps[i] ? pos[i] + steps[i] : *most;
+    }
   }
+  g.sync();
+  const std::uint64_t rounds = *most;
 
   bool ok = true;
   const ctx_t any = ctx_t::at_step(g, t, w, workers, call_desc{}, 0, failed);

@@ -188,6 +188,13 @@ struct device_comm {
   /// false after a failure, which the control block records. An automatic B is thread copies.
   template <class B = dma::automatic, scope G>
   ARK_HD bool p2p(G& g, unsigned worker, unsigned workers, const p2p_ops& ops) const {
+    return p2p<B>(g, worker, workers, ops.op, ops.n);
+  }
+  /// The same over `n` operations at `op` (memory every thread of the scope reads: yours, or the
+  /// kernel's parameters; not a p2p_ops in each thread's registers, which would live in local
+  /// memory: see layout::p2p_plan).
+  template <class B = dma::automatic, scope G>
+  ARK_HD bool p2p(G& g, unsigned worker, unsigned workers, const p2p_op* op, unsigned n) const {
     using B1 = std::conditional_t<std::is_same_v<B, dma::automatic>, dma::thread_copy<default_depth>, B>;
     static_assert(dma_backend<B1>, "ark: B is not a DMA backend (see ark/concepts/dma_backend.hpp)");
     bool served = true;
@@ -200,28 +207,24 @@ struct device_comm {
     if (worker >= workers || workers > team.lay.p2p || B1::depth > team.lay.max_depth() ||
         (!B1::direct && !team.lay.has_staging()) || !served)
       return refuse(unsupported_kind::setup, workers, team.lay.p2p);
-    if (ops.n > p2p_max_ops) return refuse(unsupported_kind::p2p, ops.n, p2p_max_ops);
-    for (unsigned i = 0; i < ops.n; ++i)
-      if (ops.op[i].peer < 0 || ops.op[i].peer >= team.world ||
-          (ops.op[i].peer == team.rank) != (ops.op[i].kind == p2p_op::self))
-        return refuse(unsupported_kind::p2p, static_cast<std::uint64_t>(ops.op[i].peer), team.world);
-    return algorithms::run_p2p<B1, P>(g, team, worker, workers, ops);
+    if (n > p2p_max_ops) return refuse(unsupported_kind::p2p, n, p2p_max_ops);
+    for (unsigned i = 0; i < n; ++i)
+      if (op[i].peer < 0 || op[i].peer >= team.world ||
+          (op[i].peer == team.rank) != (op[i].kind == p2p_op::self))
+        return refuse(unsupported_kind::p2p, static_cast<std::uint64_t>(op[i].peer), team.world);
+    return algorithms::run_p2p<B1, P>(g, team, worker, workers, op, n);
   }
   /// One send of `count` elements at `buf` to `peer` (a group of one).
   template <class B = dma::automatic, scope G, element T>
   ARK_HD bool send(G& g, unsigned worker, unsigned workers, const T* buf, std::size_t count, int peer) const {
-    p2p_ops ops;
-    ops.op[0] = make_p2p_op<T>(p2p_op::send, buf, count, peer);
-    ops.n = 1;
-    return p2p<B>(g, worker, workers, ops);
+    const p2p_op op = make_p2p_op<T>(p2p_op::send, buf, count, peer);
+    return p2p<B>(g, worker, workers, &op, 1);
   }
   /// One receive of `count` elements from `peer` into `buf` (a group of one).
   template <class B = dma::automatic, scope G, element T>
   ARK_HD bool recv(G& g, unsigned worker, unsigned workers, T* buf, std::size_t count, int peer) const {
-    p2p_ops ops;
-    ops.op[0] = make_p2p_op<T>(p2p_op::recv, buf, count, peer);
-    ops.n = 1;
-    return p2p<B>(g, worker, workers, ops);
+    const p2p_op op = make_p2p_op<T>(p2p_op::recv, buf, count, peer);
+    return p2p<B>(g, worker, workers, &op, 1);
   }
 
   /// Every rank's `in` (count elements) lands as block (rank) of `root`'s `out`; other ranks'

@@ -9,6 +9,7 @@
 //   bar[w][src]    flag: the last barrier epoch rank `src` reached                (written by src)
 //   state[w]       our own step and barrier counters (never written by peers)
 //   pair[w][peer]  a point-to-point worker's next step to and from that peer (ours alone)
+//   plan[w]        a point-to-point worker's plan of its current group (ours alone)
 //   ce[src][3]     flags of the copy-engine collectives (ready, sent, done: written by src)
 //   claim          the word a failing worker claims before it writes the rank's error record
 //                  (an atomic on device memory: GPUs have no native atomics on host memory)
@@ -99,13 +100,25 @@ struct layout {
   /// than the depth needs only reuse each later.
   std::uint32_t ll_slots = 0;
   std::uint64_t slot_bytes = 0, ll_slot_bytes = 0, ll_slot_stride = 0;
-  std::uint64_t head_off = 0, ack_off = 0, bar_off = 0, state_off = 0, pair_off = 0, ce_off = 0,
+  std::uint64_t head_off = 0, ack_off = 0, bar_off = 0, state_off = 0, pair_off = 0, plan_off = 0, ce_off = 0,
                 claim_off = 0, hdr_off = 0, data_off = 0, ll_off = 0, stage_off = 0, total = 0;
+
+  /// The most operations a point-to-point group holds, and the words of a point-to-point
+  /// worker's plan: three per operation and one for the group (algorithms/p2p.hpp).
+  static constexpr unsigned p2p_group_most = 64, p2p_plan_words = 3 * p2p_group_most + 1;
 
   /// Every worker with slots: the collectives', then the point-to-point workers.
   ARK_HD unsigned all_workers() const { return workers + p2p; }
   /// The index of point-to-point worker i (of p2p).
   ARK_HD unsigned p2p_worker(unsigned i) const { return workers + i; }
+  /// Point-to-point worker i's plan of its current group (p2p_plan_words words). In the region,
+  /// not in each thread's registers: per-thread arrays this large live in local memory, and a
+  /// kernel that needs more local memory than the context holds makes the driver grow it, which
+  /// waits for every kernel in the context, a peer's among them, that may wait for this very
+  /// call (docs/perf.md).
+  ARK_HD std::uint64_t* p2p_plan(std::byte* base, unsigned i) const {
+    return reinterpret_cast<std::uint64_t*>(base + plan_off) + std::uint64_t(i) * p2p_plan_words;
+  }
   /// Point-to-point worker i's next step on its channel to `peer` (`recv` false) or from it
   /// (true): the two directions use separate flags and slots, so each counts its own steps.
   /// Ours alone.
@@ -195,6 +208,8 @@ inline layout place_layout(int world, unsigned workers, std::size_t slot_bytes, 
   l.state_off = off, off += std::uint64_t(l.all_workers()) * layout::flag_stride;
   l.pair_off = off,
   off += detail::align_up(std::uint64_t(l.p2p) * std::uint64_t(world) * 16, layout::flag_stride);
+  l.plan_off = off,
+  off += detail::align_up(std::uint64_t(l.p2p) * layout::p2p_plan_words * 8, layout::flag_stride);
   l.ce_off = off, off += std::uint64_t(world) * layout::ce_flags * layout::flag_stride;
   l.claim_off = off, off += layout::flag_stride;
   l.hdr_off = off, off += detail::align_up(chans * l.slots * sizeof(slot_header), 256);

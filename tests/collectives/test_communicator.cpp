@@ -169,7 +169,8 @@ TEST_CASE("communicator: automatic slots fit the scratch budget; calls use the w
   cfg.team.workers = 6;
   cfg.team.max_depth = 4;
   cfg.team.slot_bytes = 0;
-  auto three = cfg.team; // three workers' slots of the least automatic size, and a little more
+  cfg.team.p2p_workers = 2; // as many as explicit slots hold (their automatic count: test_layout.cpp)
+  auto three = cfg.team;    // three workers' slots of the least automatic size, and a little more
   three.workers = 3;
   three.slot_bytes = ark::team_config::auto_slot_least;
   cfg.team.scratch_budget = comm_t::required_scratch(3, three) + 3 * 4096;

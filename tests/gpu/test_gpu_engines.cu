@@ -297,6 +297,73 @@ TEST_CASE("gpu copy engine only (max_ctas = 0): all_gather and broadcast into re
   }
 }
 
+TEST_CASE("gpu copy engine only (dma::copy_engine): all_to_all, gather and scatter into registered buffers" *
+          needs_gpus(1)) {
+  for (int world : gpu_worlds()) {
+    CAPTURE(world);
+    basic_world<gpu> w(world, engine_config());
+    std::vector<std::size_t> bad(world, 0);
+    w.run([&](gpu_comm& c, int rank) {
+      const std::size_t max_n = (1 << 18) + 3;
+      platform_buffer<gpu> out(max_n * world * 4, rank), src(max_n * world * 4, rank);
+      c.register_buffer(out.mem.ptr, max_n * world * 4);
+      // (dma::copy_engine names the path max_ctas = 0 takes, with no SM path compiled beside it)
+      auto* o = out.as<std::int32_t>();
+      auto* in = src.as<std::int32_t>();
+      std::vector<std::int32_t> host(max_n * world);
+      auto poison = [&] {
+        std::fill(host.begin(), host.end(), -1);
+        gpu::copy(o, host.data(), host.size() * 4);
+      };
+      int call = 0;
+      for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{1023}, max_n}) {
+        ++call;
+        // all_to_all: block p of ours to rank p, where it lands as block `rank`
+        for (int p = 0; p < world; ++p) {
+          const auto b = pattern(n, rank * world + p, call);
+          gpu::copy(in + p * n, b.data(), n * 4);
+        }
+        poison();
+        c.all_to_all<ark::dma::copy_engine>(in, o, n);
+        c.synchronize();
+        gpu::copy(host.data(), o, host.size() * 4);
+        for (int q = 0; q < world; ++q) {
+          const auto b = pattern(n, q * world + rank, call);
+          for (std::size_t i = 0; i < n; ++i) bad[rank] += host[q * n + i] != b[i];
+        }
+        for (std::size_t i = n * world; i < host.size(); ++i) bad[rank] += host[i] != -1;
+        for (int root = 0; root < world; ++root) {
+          // gather: our block at block `rank` of the root's out (every rank names the same place)
+          const auto mine = pattern(n, rank, call + 10 * root);
+          gpu::copy(in, mine.data(), n * 4);
+          poison();
+          c.gather<ark::dma::copy_engine>(in, o, n, root);
+          c.synchronize();
+          gpu::copy(host.data(), o, host.size() * 4);
+          for (int q = 0; q < world; ++q) {
+            const auto theirs = pattern(n, q, call + 10 * root);
+            for (std::size_t i = 0; i < n; ++i)
+              bad[rank] += host[q * n + i] != (rank == root ? theirs[i] : -1);
+          }
+          // scatter: block p of the root's in to rank p
+          for (int p = 0; p < world; ++p) {
+            const auto b = pattern(n, root * world + p, call + 20);
+            gpu::copy(in + p * n, b.data(), n * 4);
+          }
+          poison();
+          c.scatter<ark::dma::copy_engine>(in, o, n, root);
+          c.synchronize();
+          gpu::copy(host.data(), o, host.size() * 4);
+          const auto b = pattern(n, root * world + rank, call + 20);
+          for (std::size_t i = 0; i < n; ++i) bad[rank] += host[i] != b[i];
+          for (std::size_t i = n; i < host.size(); ++i) bad[rank] += host[i] != -1;
+        }
+      }
+    });
+    for (int r = 0; r < world; ++r) CHECK(bad[r] == 0);
+  }
+}
+
 TEST_CASE("gpu copy engine only: a peer that never joins is a timeout error, the stream released" *
           needs_gpus(1)) {
   using namespace std::chrono_literals;

@@ -41,18 +41,27 @@ ARK_HD bool reduce_scatter_direct(const Ctx& ctx, const T* in, T* out, std::size
       true);
 }
 
-/// All-gather: every rank's `count` elements land, in rank order, in every rank's `out`.
-template <class Ctx, class T, class Op>
-ARK_HD bool all_gather_direct(const Ctx& ctx, const T* in, T* out, std::size_t count, const Op& op) {
+/// Every rank's `count` elements land as block (sender) of the receivers' `out`: every rank's
+/// (all-gather, ToAll) or `root`'s alone (gather). In place where a receiver's `in` is its own
+/// block of `out`. A gather's other ranks send to the root alone and open no step, so it opens
+/// with a step of headers (see reduce_direct); an all-gather's every rank opens every peer's step
+/// before it stores a piece.
+template <bool ToAll, class Ctx, class T, class Op>
+ARK_HD bool gather_blocks(const Ctx& ctx, const T* in, T* out, std::size_t count, int root, const Op& op) {
   using B = typename Ctx::backend;
   const int me = ctx.rank();
+  const bool receives = ToAll || me == root;
   const dma::peers all = dma::peers::all();
   return pipeline_pieces<T>(
       ctx, count,
       [&](std::size_t off, std::size_t n, std::uint64_t s) {
-        return B::send(ctx, all, s, in + off, n * sizeof(T));
+        if constexpr (ToAll)
+          return B::send(ctx, all, s, in + off, n * sizeof(T));
+        else
+          return me == root || B::send(ctx, dma::peers::only(root), s, in + off, n * sizeof(T));
       },
       [&](std::size_t off, std::size_t n, std::uint64_t s) {
+        if (!receives) return true;
         if (!B::open_recv(ctx, all, s) || !B::flush(ctx)) return false;
         T* own = out + me * count + off;
         if (own != in + off && !pass<T>(ctx, n, in_local<T>{in + off}, out_local<T>{own}, op, false))
@@ -63,26 +72,38 @@ ARK_HD bool all_gather_direct(const Ctx& ctx, const T* in, T* out, std::size_t c
         B::close_recv(ctx, all, s);
         return true;
       },
-      true);
+      ToAll, !ToAll);
 }
 
-/// Broadcast: `root`'s `in` lands in every rank's `out`. A step of headers comes first
-/// (send_headers): the root opens no step of the others' and the others none of each other's,
-/// so without it the root would store its own output, and a rank its first pieces, with no word
-/// from a rank whose call differs.
+/// All-gather: every rank's `count` elements land, in rank order, in every rank's `out`.
 template <class Ctx, class T, class Op>
-ARK_HD bool broadcast_direct(const Ctx& ctx, const T* in, T* out, std::size_t count, int root, const Op& op) {
+ARK_HD bool all_gather_direct(const Ctx& ctx, const T* in, T* out, std::size_t count, const Op& op) {
+  return gather_blocks<true>(ctx, in, out, count, -1, op);
+}
+
+/// `root`'s `in` lands in every rank's `out`: all of it (broadcast), or its block p (of `count`,
+/// Blocks) in rank p's (scatter). In place at the root where its `out` is what it keeps of `in`.
+/// A step of headers comes first (send_headers): the root opens no step of the others' and the
+/// others none of each other's, so without it the root would store its own output, and a rank
+/// its first pieces, with no word from a rank whose call differs.
+template <bool Blocks, class Ctx, class T, class Op>
+ARK_HD bool from_root(const Ctx& ctx, const T* in, T* out, std::size_t count, int root, const Op& op) {
   using B = typename Ctx::backend;
   const bool is_root = ctx.rank() == root;
   const dma::peers from = dma::peers::only(root);
   return pipeline_pieces<T>(
       ctx, count,
       [&](std::size_t off, std::size_t n, std::uint64_t s) {
-        return !is_root || B::send(ctx, dma::peers::all(), s, in + off, n * sizeof(T));
+        if constexpr (Blocks)
+          return !is_root || send_blocks(ctx, in, count, off, n, s);
+        else
+          return !is_root || B::send(ctx, dma::peers::all(), s, in + off, n * sizeof(T));
       },
       [&](std::size_t off, std::size_t n, std::uint64_t s) {
-        if (is_root)
-          return out == in || pass<T>(ctx, n, in_local<T>{in + off}, out_local<T>{out + off}, op, false);
+        if (is_root) {
+          const T* own = in + (Blocks ? root * count : 0) + off;
+          return out + off == own || pass<T>(ctx, n, in_local<T>{own}, out_local<T>{out + off}, op, false);
+        }
         if (!B::open_recv(ctx, from, s) ||
             !pass<T>(ctx, n, in_peer{root, s}, out_local<T>{out + off}, op, false))
           return false;
@@ -90,6 +111,12 @@ ARK_HD bool broadcast_direct(const Ctx& ctx, const T* in, T* out, std::size_t co
         return true;
       },
       false, true);
+}
+
+/// Broadcast: `root`'s `in` lands in every rank's `out`.
+template <class Ctx, class T, class Op>
+ARK_HD bool broadcast_direct(const Ctx& ctx, const T* in, T* out, std::size_t count, int root, const Op& op) {
+  return from_root<false>(ctx, in, out, count, root, op);
 }
 
 /// Reduce: every rank's `in` is folded, in rank order, into `root`'s `out`. A step of headers
@@ -141,60 +168,18 @@ ARK_HD bool all_to_all_direct(const Ctx& ctx, const T* in, T* out, std::size_t c
       true);
 }
 
-/// Gather: every rank's `in` lands as block (rank) of `root`'s `out`. The other ranks send to the
-/// root alone and open no step, so the call opens with a step of headers (see reduce_direct).
-/// In place at the root when its `in` is block `root` of its `out`.
+/// Gather: every rank's `in` lands as block (rank) of `root`'s `out`. In place at the root when
+/// its `in` is block `root` of its `out`.
 template <class Ctx, class T, class Op>
 ARK_HD bool gather_direct(const Ctx& ctx, const T* in, T* out, std::size_t count, int root, const Op& op) {
-  using B = typename Ctx::backend;
-  const int me = ctx.rank();
-  const bool is_root = me == root;
-  const dma::peers all = dma::peers::all();
-  return pipeline_pieces<T>(
-      ctx, count,
-      [&](std::size_t off, std::size_t n, std::uint64_t s) {
-        return is_root || B::send(ctx, dma::peers::only(root), s, in + off, n * sizeof(T));
-      },
-      [&](std::size_t off, std::size_t n, std::uint64_t s) {
-        if (!is_root) return true;
-        if (!B::open_recv(ctx, all, s) || !B::flush(ctx)) return false;
-        T* own = out + me * count + off;
-        if (own != in + off && !pass<T>(ctx, n, in_local<T>{in + off}, out_local<T>{own}, op, false))
-          return false;
-        for (int p = 0; p < ctx.world(); ++p)
-          if (p != me && !pass<T>(ctx, n, in_peer{p, s}, out_local<T>{out + p * count + off}, op, false))
-            return false;
-        B::close_recv(ctx, all, s);
-        return true;
-      },
-      false, true);
+  return gather_blocks<false>(ctx, in, out, count, root, op);
 }
 
-/// Scatter: block p (of `count`) of `root`'s `in` lands in rank p's `out`. The root sends each
-/// peer its block alone and opens no step, so the call opens with a step of headers (see
-/// broadcast_direct). In place at the root when its `out` is block `root` of its `in`.
+/// Scatter: block p (of `count`) of `root`'s `in` lands in rank p's `out`. In place at the root
+/// when its `out` is block `root` of its `in`.
 template <class Ctx, class T, class Op>
 ARK_HD bool scatter_direct(const Ctx& ctx, const T* in, T* out, std::size_t count, int root, const Op& op) {
-  using B = typename Ctx::backend;
-  const bool is_root = ctx.rank() == root;
-  const dma::peers from = dma::peers::only(root);
-  return pipeline_pieces<T>(
-      ctx, count,
-      [&](std::size_t off, std::size_t n, std::uint64_t s) {
-        return !is_root || send_blocks(ctx, in, count, off, n, s);
-      },
-      [&](std::size_t off, std::size_t n, std::uint64_t s) {
-        if (is_root) {
-          const T* own = in + root * count + off;
-          return out + off == own || pass<T>(ctx, n, in_local<T>{own}, out_local<T>{out + off}, op, false);
-        }
-        if (!B::open_recv(ctx, from, s) ||
-            !pass<T>(ctx, n, in_peer{root, s}, out_local<T>{out + off}, op, false))
-          return false;
-        B::close_recv(ctx, from, s);
-        return true;
-      },
-      false, true);
+  return from_root<true>(ctx, in, out, count, root, op);
 }
 
 } // namespace ark::algorithms

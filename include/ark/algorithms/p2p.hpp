@@ -73,16 +73,12 @@ ARK_HD call_desc describe_p2p(const p2p_op& o, unsigned workers) {
   return call_desc::make(collective::p2p, 0, o.dtype, 0, B::id, workers, 0, o.count);
 }
 
-/// Runs the group of `count` operations at `list` (at most p2p_max_ops) on point-to-point worker
+/// Runs the group of `n` operations at `list` (at most p2p_max_ops) on point-to-point worker
 /// `worker` of `workers` (the launch's blocks), over backend B. Scope-collective. Returns false
 /// after a failure, recorded on this rank.
 template <class B, device P, scope G>
 ARK_HD bool run_p2p(G& g, const team_view& t, unsigned worker, unsigned workers, const p2p_op* list,
-                    unsigned count) {
-  const struct {
-    const p2p_op* op;
-    unsigned n;
-  } ops{list, count};
+                    unsigned n) {
   const layout& l = t.lay;
   const unsigned w = l.p2p_worker(worker);
   std::byte* const me = t.local();
@@ -104,15 +100,15 @@ ARK_HD bool run_p2p(G& g, const team_view& t, unsigned worker, unsigned workers,
   std::uint64_t* const most = first + p2p_max_ops;
   if (g.thread_rank() == 0) {
     *most = 0;
-    for (unsigned i = 0; i < ops.n; ++i) {
-      const p2p_op& o = ops.op[i];
+    for (unsigned i = 0; i < n; ++i) {
+      const p2p_op& o = list[i];
       const std::uint64_t k_steps = div_up(share(o).len, piece);
       steps[i] = o.kind == p2p_op::self ? 0 : k_steps ? k_steps : 1;
       pos[i] = first[i] = 0;
       if (o.kind == p2p_op::self) continue;
       unsigned k = i;
       while (k-- > 0)
-        if (ops.op[k].peer == o.peer && ops.op[k].kind == o.kind) break;
+        if (list[k].peer == o.peer && list[k].kind == o.kind) break;
       pos[i] = k < i ? pos[k] + steps[k] : 0;
       first[i] = k < i ? first[k] + steps[k] : *l.pair_step(me, worker, o.peer, o.kind == p2p_op::recv);
       *most = *most < pos[i] + steps[i] ? pos[i] + steps[i] : *most;
@@ -124,8 +120,8 @@ ARK_HD bool run_p2p(G& g, const team_view& t, unsigned worker, unsigned workers,
   bool ok = true;
   const ctx_t any = ctx_t::at_step(g, t, w, workers, call_desc{}, 0, failed);
   // copies to this rank: local, once every thread is here
-  for (unsigned i = 0; i < ops.n; ++i) {
-    const p2p_op& o = ops.op[i];
+  for (unsigned i = 0; i < n; ++i) {
+    const p2p_op& o = list[i];
     if (o.kind != p2p_op::self || o.src == o.buf) continue;
     const elem_range r = share(o);
     dma::group_copy(any, reinterpret_cast<std::byte*>(o.buf) + r.begin,
@@ -133,12 +129,12 @@ ARK_HD bool run_p2p(G& g, const team_view& t, unsigned worker, unsigned workers,
   }
   // step j of operation i: where its bytes lie in the buffer, and how many
   auto piece_of = [&](unsigned i, std::uint64_t j) {
-    const elem_range r = share(ops.op[i]);
+    const elem_range r = share(list[i]);
     const std::size_t off = min_of<std::size_t>(j * piece, r.len);
     return elem_range{r.begin + off, min_of(piece, r.len - off)};
   };
   auto send_step = [&](unsigned i, std::uint64_t j) {
-    const p2p_op& o = ops.op[i];
+    const p2p_op& o = list[i];
     const ctx_t ctx = ctx_of(o, first[i]);
     const elem_range b = piece_of(i, j);
     const dma::peers to = dma::peers::only(o.peer);
@@ -146,7 +142,7 @@ ARK_HD bool run_p2p(G& g, const team_view& t, unsigned worker, unsigned workers,
     return B::send(ctx, to, ctx.round + j, reinterpret_cast<const std::byte*>(o.buf) + b.begin, b.len);
   };
   auto recv_step = [&](unsigned i, std::uint64_t j) {
-    const p2p_op& o = ops.op[i];
+    const p2p_op& o = list[i];
     const ctx_t ctx = ctx_of(o, first[i]);
     const elem_range b = piece_of(i, j);
     const dma::peers from = dma::peers::only(o.peer);
@@ -163,19 +159,19 @@ ARK_HD bool run_p2p(G& g, const team_view& t, unsigned worker, unsigned workers,
   // of every direction we send on (positions 0 .. Depth - 1 first)
   auto at = [&](unsigned i, std::uint64_t r) { return r >= pos[i] && r < pos[i] + steps[i]; };
   for (std::uint64_t r = 0; ok && r < B::depth && r < rounds; ++r)
-    for (unsigned i = 0; ok && i < ops.n; ++i)
-      if (ops.op[i].kind == p2p_op::send && at(i, r)) ok = send_step(i, r - pos[i]);
+    for (unsigned i = 0; ok && i < n; ++i)
+      if (list[i].kind == p2p_op::send && at(i, r)) ok = send_step(i, r - pos[i]);
   for (std::uint64_t r = 0; ok && r < rounds; ++r) {
-    for (unsigned i = 0; ok && i < ops.n; ++i)
-      if (ops.op[i].kind == p2p_op::recv && at(i, r)) ok = recv_step(i, r - pos[i]);
-    for (unsigned i = 0; ok && i < ops.n; ++i)
-      if (ops.op[i].kind == p2p_op::send && at(i, r + B::depth)) ok = send_step(i, r + B::depth - pos[i]);
+    for (unsigned i = 0; ok && i < n; ++i)
+      if (list[i].kind == p2p_op::recv && at(i, r)) ok = recv_step(i, r - pos[i]);
+    for (unsigned i = 0; ok && i < n; ++i)
+      if (list[i].kind == p2p_op::send && at(i, r + B::depth)) ok = send_step(i, r + B::depth - pos[i]);
   }
   // a send ends once its receiver consumed its last step
-  for (unsigned i = 0; ok && i < ops.n; ++i)
-    if (ops.op[i].kind == p2p_op::send)
-      ok = dma::wait_flag(any, l.ack(me, w, ops.op[i].peer), first[i] + steps[i], wait_kind::credit,
-                          ops.op[i].peer);
+  for (unsigned i = 0; ok && i < n; ++i)
+    if (list[i].kind == p2p_op::send)
+      ok = dma::wait_flag(any, l.ack(me, w, list[i].peer), first[i] + steps[i], wait_kind::credit,
+                          list[i].peer);
   ok = B::flush(any) && ok;
   if constexpr (requires { B::finish(any); }) B::finish(any);
   if (g.sync_any(!ok)) { // the steps were not all passed: later calls of this worker refuse
@@ -183,8 +179,8 @@ ARK_HD bool run_p2p(G& g, const team_view& t, unsigned worker, unsigned workers,
     return false;
   }
   if (g.thread_rank() == 0)
-    for (unsigned i = 0; i < ops.n; ++i) {
-      const p2p_op& o = ops.op[i];
+    for (unsigned i = 0; i < n; ++i) {
+      const p2p_op& o = list[i];
       if (o.kind != p2p_op::self) *l.pair_step(me, worker, o.peer, o.kind == p2p_op::recv) += steps[i];
     }
   g.sync();

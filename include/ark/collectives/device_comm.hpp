@@ -85,6 +85,10 @@ ARK_HD bool with_choice(choice c, F&& f) {
   }
 }
 
+/// The backend a point-to-point group runs over: B, or thread copies where B is automatic.
+template <class B>
+using p2p_backend = std::conditional_t<std::is_same_v<B, dma::automatic>, dma::thread_copy<default_depth>, B>;
+
 template <device P>
 struct device_comm {
   team_view team;
@@ -195,7 +199,7 @@ struct device_comm {
   /// memory: see layout::p2p_plan).
   template <class B = dma::automatic, scope G>
   ARK_HD bool p2p(G& g, unsigned worker, unsigned workers, const p2p_op* op, unsigned n) const {
-    using B1 = std::conditional_t<std::is_same_v<B, dma::automatic>, dma::thread_copy<default_depth>, B>;
+    using B1 = p2p_backend<B>;
     static_assert(dma_backend<B1>, "ark: B is not a DMA backend (see ark/concepts/dma_backend.hpp)");
     bool served = true;
     if constexpr (dma::queue_backend<B1>) served = B1::served(team);

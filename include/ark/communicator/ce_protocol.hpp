@@ -65,8 +65,7 @@ public:
   template <collective K, class T>
   void gather(rank_runtime<P>& rt, const registry<P>& reg, const char* call, const T* in, T* out,
               std::size_t count, std::size_t out_count, int root, bool local_copy, const call_options<P>& o) {
-    static_assert(K == collective::all_gather || K == collective::broadcast || K == collective::all_to_all ||
-                  K == collective::gather || K == collective::scatter);
+    static_assert(only_copies(K));
     rt.check_usable(call);
     (void)detail::plan_call<K, algo::direct, dma::copy_engine, T>(rt, count, o);
     if (!count) return;

@@ -15,9 +15,7 @@
 
 #include <chrono>
 #include <cstdint>
-#include <limits>
 #include <string>
-#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -231,11 +229,15 @@ public:
   /// B: the DMA backend of the group (automatic: thread copies).
   template <class B = dma::automatic, element T>
   void send(const T* buf, std::size_t count, int peer, const call_options<P>& o = {}) {
+    detail::check_elements<T>("send", count, 1);
+    detail::check_buffer("send", "buffer", buf, count);
     add_p2p<B>("send", make_p2p_op<T>(p2p_op::send, buf, count, peer), o);
   }
   /// Receives `count` elements from rank `peer` into `buf` (see send).
   template <class B = dma::automatic, element T>
   void recv(T* buf, std::size_t count, int peer, const call_options<P>& o = {}) {
+    detail::check_elements<T>("recv", count, 1);
+    detail::check_buffer("recv", "buffer", buf, count);
     add_p2p<B>("recv", make_p2p_op<T>(p2p_op::recv, buf, count, peer), o);
   }
   /// Opens a group (NCCL's ncclGroupStart): the sends and receives made until the matching
@@ -265,15 +267,15 @@ public:
     if (!send_counts || !send_offsets || !recv_counts || !recv_offsets)
       detail::throw_invalid("all_to_allv",
                             "the count and offset arrays (world entries each) must not be null");
-    for (int p = 0; p < world(); ++p)
-      for (auto [c, off, buf, name] :
-           {std::tuple{send_counts[p], send_offsets[p], static_cast<const void*>(in), "send"},
-            std::tuple{recv_counts[p], recv_offsets[p], static_cast<const void*>(out), "recv"}}) {
-        detail::check_elements<T>("all_to_allv", c, 1);
-        detail::check_elements<T>("all_to_allv", off, 1);
-        detail::check_buffer("all_to_allv", name[0] == 's' ? "send buffer" : "recv buffer",
-                             static_cast<const T*>(buf), c + off);
-      }
+    auto check_block = [](const char* name, const T* buf, std::size_t count, std::size_t offset) {
+      detail::check_elements<T>("all_to_allv", count, 1);
+      detail::check_elements<T>("all_to_allv", offset, 1);
+      detail::check_buffer("all_to_allv", name, buf, count + offset);
+    };
+    for (int p = 0; p < world(); ++p) {
+      check_block("send buffer", in, send_counts[p], send_offsets[p]);
+      check_block("recv buffer", out, recv_counts[p], recv_offsets[p]);
+    }
     if (send_counts[rank()] != recv_counts[rank()])
       detail::throw_invalid("all_to_allv", "this rank sends itself " + std::to_string(send_counts[rank()]) +
                                                " elements but receives " +
@@ -374,23 +376,16 @@ private:
     void (*issue)(communicator&, const pending&) = nullptr;
   };
 
-  /// Checks one send or receive and issues it, or adds it to the open group.
-  template <class B, class = void>
+  /// Checks one send or receive (its buffer checked by the caller) and issues it, or adds it to
+  /// the open group.
+  template <class B>
   void add_p2p(const char* call, const p2p_op& op, const call_options<P>& o) {
-    using B1 = std::conditional_t<std::is_same_v<B, dma::automatic>, dma::thread_copy<default_depth>, B>;
+    using B1 = p2p_backend<B>;
     static_assert(!std::is_same_v<B, dma::copy_engine>, "ark: send and recv run over a channel backend");
     rt_.check_usable(call);
     if (op.peer < 0 || op.peer >= world())
       detail::throw_invalid(call, "peer " + std::to_string(op.peer) + " is outside [0, " +
                                       std::to_string(world()) + ")");
-    if (op.count > std::numeric_limits<std::size_t>::max() / op.elem / 2)
-      detail::throw_invalid(call, "count " + std::to_string(op.count) + " is too large");
-    if (op.count && !op.buf)
-      detail::throw_invalid(call, std::string("buffer is null but count is ") + std::to_string(op.count));
-    if (op.buf % op.elem) // element sizes are powers of two, their alignment
-      detail::throw_invalid(call, "buffer " + detail::pointer_name(reinterpret_cast<const void*>(op.buf)) +
-                                      " is not aligned to its element type (" + std::to_string(op.elem) +
-                                      " bytes)");
     detail::check_options(rt_, call, o);
     if (rt_.lay().p2p == 0)
       detail::throw_invalid(call,
@@ -459,9 +454,8 @@ private:
             (x.kind == p2p_op::recv && j < i))
           continue;
         if (r.buf < x.buf + bytes_of(x) && x.buf < r.buf + bytes_of(r))
-          detail::throw_invalid(g.ops.size() == 2 && x.kind == p2p_op::send ? "group_end" : call,
-                                "a receive's buffer overlaps another operation's in the group (" +
-                                    std::string(x.kind == p2p_op::recv ? "a receive" : "a send") + ")");
+          detail::throw_invalid(call, "a receive's buffer overlaps another operation's in the group (" +
+                                          std::string(x.kind == p2p_op::recv ? "a receive" : "a send") + ")");
       }
     std::size_t k = 0;
     for (std::size_t i = 0; i < g.ops.size(); ++i) {

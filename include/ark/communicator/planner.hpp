@@ -76,8 +76,7 @@ call_plan plan_call(const rank_runtime<P>& rt, std::size_t count, const call_opt
     return p;
   }
   if (o.max_ctas == 0 || ce) {
-    if (K != collective::all_gather && K != collective::broadcast && K != collective::all_to_all &&
-        K != collective::gather && K != collective::scatter)
+    if (!only_copies(K))
       throw_invalid(call,
                     "max_ctas = 0 (copy engine only) is for the collectives that only copy (all_gather, "
                     "broadcast, all_to_all, gather, scatter); this one reduces on the SMs: give it at "

@@ -58,6 +58,12 @@ ARK_HD constexpr bool has_root(collective k) {
          k == collective::scatter;
 }
 
+/// Whether collective k only copies (no element is folded): what the copy engine alone serves.
+ARK_HD constexpr bool only_copies(collective k) {
+  return k == collective::all_gather || k == collective::broadcast || k == collective::all_to_all ||
+         k == collective::gather || k == collective::scatter;
+}
+
 /// 16 bytes: the element count and the packed fields below.
 ///   meta bits  0..7  collective     8..15 algorithm   16..23 dtype   24..31 op id
 ///             32..39 protocol      40..55 workers     56..63 root

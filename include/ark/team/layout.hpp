@@ -30,6 +30,7 @@
 #include "ark/config.hpp"
 #include "ark/core/error.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <bit>
 #include <cstddef>
@@ -264,7 +265,7 @@ inline layout make_layout(int world, const team_config& c) {
         return detail::place_layout(world, w, team_config::auto_slot_least, r).total <= c.scratch_budget;
       };
       const unsigned n = fits(1) ? detail::largest_that<unsigned>(1, c.workers, fits) : 1;
-      r.p2p_workers = n / 5 < 1 ? 1 : n / 5 > 16 ? 16 : n / 5;
+      r.p2p_workers = std::clamp(n / 5, 1u, 16u);
     }
     return make_layout(world, r);
   }

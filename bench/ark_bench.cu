@@ -11,14 +11,16 @@
 // alone, algo::one_step: only where every worker's share fits one LL step; in device mode at two
 // ranks the kernel names algo::one_step_world<2>, as a kernel built for two ranks would), two_shot, ring
 // (each forced), ce (the copy-engine all-reduce, dma::copy_engine, into the registered out buffer; eager
-// only: its flags carry a per-call epoch, so it is not captured; from --ce-min up) and nccl. Prints
-// nccl-tests columns (size, time, algbw, busbw, check) plus ark's time over NCCL's in the same mode (device
-// mode is compared with NCCL's graph mode, its fair floor), and writes a CSV. Each time is the median of
-// three timed runs of N calls. All-to-all and send/recv run ark_auto, ll (LL packets named) and
-// nccl, eager and graph; sizes are what one rank sends in all (all-to-all: world blocks), busbw
-// as nccl-tests: all-to-all algbw x (n-1)/n, send/recv algbw.
+// only: its flags carry a per-call epoch, so it is not captured; from --ce-min up), zero_copy
+// (algo::zero_copy, reading the registered buffers in place: with --registered, which registers the input
+// too, so that ark_auto reads in place from tuning::zero_copy_min_bytes as well) and nccl. Prints nccl-tests
+// columns (size, time, algbw, busbw, check) plus ark's time over NCCL's in the same mode (device mode is
+// compared with NCCL's graph mode, its fair floor), and writes a CSV. Each time is the median of three timed
+// runs of N calls. All-to-all and send/recv run ark_auto, ll (LL packets named) and nccl, eager and graph;
+// sizes are what one rank sends in all (all-to-all: world blocks), busbw as nccl-tests: all-to-all algbw x
+// (n-1)/n, send/recv algbw.
 //
-//   build/bench/ark_bench [--min BYTES] [--max BYTES] [--csv FILE] [--quick] [--no-early]
+//   build/bench/ark_bench [--min BYTES] [--max BYTES] [--csv FILE] [--quick] [--no-early] [--registered]
 //                         [--slot BYTES] [--budget BYTES] [--workers N] [--per-worker BYTES] [--ll-per-worker
 //                         BYTES]
 //                         [--ce-min BYTES] [--ce-chunk BYTES] [--only VARIANT,...] [--ranks N]
@@ -60,9 +62,9 @@ using comm_t = ark::communicator<gpu>;
 enum class mode { eager, graph, device };
 const char* mode_name(mode m) { return m == mode::eager ? "eager" : m == mode::graph ? "graph" : "device"; }
 
-enum class variant { ark_auto, one_shot, one_step, two_shot, ring, ce, ll, nccl };
-constexpr const char* variant_names[] = {"ark_auto", "one_shot", "one_step", "two_shot",
-                                         "ring",     "ce",       "ll",       "nccl"};
+enum class variant { ark_auto, one_shot, one_step, two_shot, ring, ce, ll, nccl, zero_copy };
+constexpr const char* variant_names[] = {"ark_auto", "one_shot", "one_step", "two_shot", "ring",
+                                         "ce",       "ll",       "nccl",     "zero_copy"};
 
 /// What is measured (--op).
 enum class op_kind { all_reduce, all_to_all, send_recv };
@@ -75,6 +77,7 @@ struct options {
   std::string csv = "ark_bench.csv";
   bool quick = false;
   bool early_launch = true;         // communicator::config::early_launch (--no-early: plain launches)
+  bool registered = false;          // the input registered too (--registered): zero-copy serves
   std::size_t slot_bytes = 0;       // team_config::slot_bytes (--slot; 0: the default)
   std::size_t budget = 0;           // team_config::scratch_budget (--budget; 0: the default)
   unsigned workers = 0;             // team_config::workers (--workers; 0: the default)
@@ -103,6 +106,14 @@ struct result {
 int iterations(std::size_t bytes, bool quick) {
   const int n = bytes <= (64 << 10) ? 1000 : bytes <= (1 << 20) ? 300 : bytes <= (16 << 20) ? 50 : 10;
   return quick ? std::max(3, n / 10) : n;
+}
+
+/// The same over symmetric buffers: zero-copy (algo::zero_copy).
+__global__ void device_loop_zero_copy(const ark::device_comm<gpu> comm, ark::symmetric<const float> in,
+                                      ark::symmetric<float> out, std::size_t n, int iters) {
+  ark::block_scope block;
+  for (int i = 0; i < iters; ++i)
+    if (!comm.all_reduce(block, blockIdx.x, gridDim.x, in, out, n)) return;
 }
 
 template <class A>
@@ -146,6 +157,7 @@ public:
     in_ = gpu::allocate(n * sizeof(float), device_);
     out_ = gpu::allocate(n * sizeof(float), device_);
     comm_->register_buffer(out_.ptr, n * sizeof(float)); // the copy-engine variant writes into it
+    if (s.opt.registered) comm_->register_buffer(in_.ptr, n * sizeof(float)); // zero-copy reads it
     std::vector<float> host(std::min<std::size_t>(n, 1 << 24));
     for (std::size_t done = 0; done < n; done += host.size()) {
       const std::size_t k = std::min(host.size(), n - done);
@@ -165,7 +177,7 @@ public:
   void run() {
     for (std::size_t bytes = s_.opt.min_bytes; bytes <= s_.opt.max_bytes; bytes *= 2)
       for (variant v : {variant::nccl, variant::ark_auto, variant::one_shot, variant::one_step,
-                        variant::two_shot, variant::ring, variant::ce, variant::ll})
+                        variant::two_shot, variant::ring, variant::zero_copy, variant::ce, variant::ll})
         for (mode m : {mode::eager, mode::graph, mode::device}) {
 #if !defined(ARK_BENCH_NCCL)
           if (v == variant::nccl) continue;
@@ -181,6 +193,7 @@ public:
           if (v == variant::nccl && m == mode::device) continue;
           if (v == variant::ce && (m != mode::eager || bytes < s_.opt.ce_min)) continue;
           if (v == variant::one_step && !fits_one_step(bytes)) continue;
+          if (v == variant::zero_copy && !s_.opt.registered) continue;
           measure(bytes, v, m);
         }
   }
@@ -257,6 +270,9 @@ private:
     case variant::ring:
       comm_->all_reduce<ark::algo::ring>(in(), out(), n);
       break;
+    case variant::zero_copy:
+      comm_->all_reduce<ark::algo::zero_copy>(in(), out(), n);
+      break;
     case variant::ce:
       comm_->all_reduce<ark::algo::automatic, ark::dma::copy_engine>(in(), out(), n);
       break;
@@ -295,6 +311,14 @@ private:
     case variant::ring:
       launch(ark::algo::ring{});
       break;
+    case variant::zero_copy: {
+      const ark::call_plan p =
+          comm_->plan<ark::collective::all_reduce, ark::algo::zero_copy, ark::dma::automatic>(in(), out(), n);
+      device_loop_zero_copy<<<p.ctas, p.threads, 0, stream_>>>(comm_->device_handle(),
+                                                               comm_->symmetric<const float>(in(), n),
+                                                               comm_->symmetric(out(), n), n, iters);
+      break;
+    }
     default:
       launch(ark::algo::automatic{});
       break;
@@ -408,8 +432,11 @@ void report(const shared_state& s, const std::string& command) {
   std::printf("; NCCL %d.%d.%d", nv / 10000, (nv / 100) % 100, nv % 100);
 #endif
   std::printf("\n# command: %s\n", command.c_str());
-  std::printf("# ark scratch per rank: %.1f MiB (slots for %u workers of %zu KiB each; team_config)\n",
-              static_cast<double>(s.memory.scratch) / (1 << 20), s.memory.workers, s.memory.slot_bytes >> 10);
+  std::printf("# ark scratch per rank: %.1f MiB (slots for %u workers of %zu KiB each; team_config)%s\n",
+              static_cast<double>(s.memory.scratch) / (1 << 20), s.memory.workers, s.memory.slot_bytes >> 10,
+              s.opt.registered ? "; buffers registered (ark_auto reads them in place from "
+                                 "tuning::zero_copy_min_bytes)"
+                               : "");
   const double factor = s.opt.op == op_kind::all_reduce   ? 2.0 * (s.world - 1) / s.world
                         : s.opt.op == op_kind::all_to_all ? double(s.world - 1) / s.world
                                                           : 1.0;
@@ -454,6 +481,8 @@ int main(int argc, char** argv) {
       opt.quick = true;
     else if (a == "--no-early")
       opt.early_launch = false;
+    else if (a == "--registered")
+      opt.registered = true;
     else if (a == "--slot" && i + 1 < argc)
       opt.slot_bytes = parse_bytes(argv[++i]), command += std::string(" ") + argv[i];
     else if (a == "--budget" && i + 1 < argc)
@@ -480,7 +509,8 @@ int main(int argc, char** argv) {
       command += std::string(" ") + argv[i];
     else {
       std::fprintf(stderr,
-                   "usage: %s [--min BYTES] [--max BYTES] [--csv FILE] [--quick] [--no-early] [--slot BYTES] "
+                   "usage: %s [--min BYTES] [--max BYTES] [--csv FILE] [--quick] [--no-early] [--registered] "
+                   "[--slot BYTES] "
                    "[--budget BYTES] [--workers N] [--per-worker BYTES] [--ll-per-worker BYTES] [--ce-min "
                    "BYTES] [--ce-chunk BYTES] "
                    "[--only VARIANT,...] [--ranks N] [--op all_reduce|all_to_all|send_recv]\n",
@@ -493,10 +523,10 @@ int main(int argc, char** argv) {
     const std::string name = only.substr(b, e - b);
     const auto* v = std::find(std::begin(variant_names), std::end(variant_names), name);
     if (v == std::end(variant_names)) {
-      std::fprintf(
-          stderr,
-          "%s: --only: no variant '%s' (ark_auto, one_shot, one_step, two_shot, ring, ce, ll, nccl)\n",
-          argv[0], name.c_str());
+      std::fprintf(stderr,
+                   "%s: --only: no variant '%s' (ark_auto, one_shot, one_step, two_shot, ring, zero_copy, "
+                   "ce, ll, nccl)\n",
+                   argv[0], name.c_str());
       return 64;
     }
     opt.only |= 1u << (v - std::begin(variant_names));

@@ -101,9 +101,10 @@ inline skip_unless needs_gpus(int n) {
   return {gpu_count() >= n, n == 1 ? "needs a GPU, none visible" : "needs more GPUs than are visible"};
 }
 
+/// `registered`: the buffers registered at the same place on every rank (zero-copy paths).
 template <ark::collective K, class T, class Algos, class Backends, class Ops>
-void gpu_matrix(Algos a, Backends b, Ops o) {
-  run_matrix<K, T, gpu>(a, b, o, gpu_small_config(), gpu_worlds(), gpu_sizes());
+void gpu_matrix(Algos a, Backends b, Ops o, bool registered = false) {
+  run_matrix<K, T, gpu>(a, b, o, gpu_small_config(), gpu_worlds(), gpu_sizes(), registered);
 }
 
 } // namespace ark_test

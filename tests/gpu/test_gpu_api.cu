@@ -221,16 +221,19 @@ TEST_CASE("gpu: calls on several streams, enqueued back to back, run one after t
   for (int r = 0; r < world; ++r) CHECK(bad[r] == 0);
 }
 
-TEST_CASE("gpu: collectives captured in a CUDA graph give the right result on every replay" * needs_gpus(1)) {
+TEST_CASE("gpu: collectives captured in a CUDA graph give the right result on every replay, zero-copy over "
+          "registered buffers too" *
+          needs_gpus(1)) {
   const int world = gpu_ranks();
   basic_world<gpu> w(world, gpu_small_config());
   std::vector<std::size_t> bad(world, 0);
   w.run([&](gpu_comm& c, int rank) {
     const std::size_t n = 40000;
+    auto input = [&](int replay, int r, std::size_t i) { return static_cast<float>((i + r + replay) % 9); };
     std::vector<float> in(n);
-    for (std::size_t i = 0; i < n; ++i) in[i] = static_cast<float>((i + rank) % 9);
-    dbuf<float> src(n, rank), a(n, rank), b(n, rank), d(n, rank);
-    src.upload(in);
+    dbuf<float> src(n, rank), a(n, rank), b(n, rank), d(n, rank), z(n, rank);
+    c.register_buffer(src.get(), n * sizeof(float)); // zero-copy reads every rank's src and z
+    c.register_buffer(z.get(), n * sizeof(float));
     rt::graph_t graph;
     rt::graph_exec_t exec;
     const auto s = c.stream();
@@ -238,22 +241,27 @@ TEST_CASE("gpu: collectives captured in a CUDA graph give the right result on ev
     c.all_reduce<ark::algo::one_shot, ark::dma::ll_packet<2>>(src.get(), a.get(), 1000);
     c.all_reduce<ark::algo::two_shot, ark::dma::thread_copy<4>>(src.get(), b.get(), n);
     c.all_reduce<ark::algo::ring, ark::dma::thread_copy<1>>(src.get(), d.get(), n);
+    c.all_reduce<ark::algo::zero_copy>(src.get(), z.get(), n);
     rt::check(rt::end_capture(s, &graph), "end capture");
     rt::check(rt::graph_instantiate(&exec, graph), "instantiate");
-    for (int replay = 0; replay < 5; ++replay) {
-      for (auto* buf : {&a, &b, &d})
+    for (int replay = 0; replay < 5; ++replay) { // new inputs each time: the replay reads them
+      for (std::size_t i = 0; i < n; ++i) in[i] = input(replay, rank, i);
+      src.upload(in);
+      for (auto* buf : {&a, &b, &d, &z})
         rt::check(rt::memset_async(buf->get(), 0xff, n * sizeof(float), s), "poison");
       rt::check(rt::graph_launch(exec, s), "launch graph");
       c.synchronize();
-      const auto ra = a.download(), rb = b.download(), rd = d.download();
+      const auto ra = a.download(), rb = b.download(), rd = d.download(), rz = z.download();
       for (std::size_t i = 0; i < n; ++i) {
         float want = 0;
-        for (int r = 0; r < world; ++r) want += static_cast<float>((i + r) % 9);
-        bad[rank] += (i < 1000 && ra[i] != want) + (rb[i] != want) + (rd[i] != want);
+        for (int r = 0; r < world; ++r) want += input(replay, r, i);
+        bad[rank] += (i < 1000 && ra[i] != want) + (rb[i] != want) + (rd[i] != want) + (rz[i] != want);
       }
     }
     rt::check(rt::graph_exec_destroy(exec), "graph");
     rt::check(rt::graph_destroy(graph), "graph");
+    c.deregister_buffer(z.get());
+    c.deregister_buffer(src.get());
   });
   for (int r = 0; r < world; ++r) CHECK(bad[r] == 0);
 }

@@ -17,6 +17,9 @@ struct case_params {
   int root = 0;
   bool in_place = false;
   std::uint64_t seed = 1;
+  /// the buffers registered with the communicator for the call (at the same place on every
+  /// rank), so that zero-copy paths may read them in place
+  bool registered = false;
 };
 
 inline constexpr std::size_t guard = 16;
@@ -149,6 +152,23 @@ struct platform_buffer {
   }
 };
 
+/// A buffer registered with a communicator for a scope (when `on`): collective, like the call.
+template <class P>
+struct registered_while {
+  ark::communicator<P>* c = nullptr;
+  void* p = nullptr;
+  registered_while(ark::communicator<P>& comm, bool on, const platform_buffer<P>& b) {
+    if (!on || b.mem.bytes == 0) return;
+    comm.register_buffer(b.mem.ptr, b.mem.bytes);
+    c = &comm, p = b.mem.ptr;
+  }
+  ~registered_while() {
+    if (c) c->deregister_buffer(p);
+  }
+  registered_while(const registered_while&) = delete;
+  registered_while& operator=(const registered_while&) = delete;
+};
+
 /// In place, the output is a block of the input: what follows it is input, not a guard.
 template <ark::collective K>
 inline constexpr bool input_after_output =
@@ -172,6 +192,7 @@ void check_collective(basic_world<P>& w, const case_params& p, const callee<T, P
         platform_buffer<P> din(nin * sizeof(T), rank), dout(out.size() * sizeof(T), rank);
         P::copy(din.template as<T>(), in.data(), nin * sizeof(T));
         P::copy(dout.template as<T>(), out.data(), out.size() * sizeof(T));
+        const registered_while reg_in(c, p.registered, din), reg_out(c, p.registered, dout);
         f.fn(c, din.template as<T>(), dout.template as<T>(), p.count, p.root);
         c.synchronize();
         P::copy(out.data(), dout.template as<T>(), out.size() * sizeof(T));
@@ -188,6 +209,7 @@ void check_collective(basic_world<P>& w, const case_params& p, const callee<T, P
         platform_buffer<P> dbuf(buf.size() * sizeof(T), rank);
         T* d = dbuf.template as<T>();
         P::copy(d, buf.data(), buf.size() * sizeof(T));
+        const registered_while reg(c, p.registered, dbuf);
         f.fn(c, d + in_off, d + out_off, p.count, p.root);
         c.synchronize();
         P::copy(buf.data(), d, buf.size() * sizeof(T));
@@ -290,7 +312,7 @@ template <ark::collective K, class T, class P = host, class Algos, class Backend
 void run_matrix(Algos algos, Backends backends, Ops ops,
                 typename ark::communicator<P>::config cfg = small_config<P>(),
                 const std::vector<int>& worlds = matrix_worlds(),
-                const std::vector<std::size_t>& sizes = matrix_sizes()) {
+                const std::vector<std::size_t>& sizes = matrix_sizes(), bool registered = false) {
   for (int world : worlds) {
     basic_world<P> w(world, cfg);
     for_each_type(algos, [&](auto a) {
@@ -301,7 +323,7 @@ void run_matrix(Algos algos, Backends backends, Ops ops,
             for (bool in_place : {false, true})
               if (!in_place || K != ark::collective::all_to_all) // all-to-all has no in-place form
                 check_collective<K, T, decltype(op), P>(
-                    w, {count, static_cast<int>(count % world), in_place, seed++},
+                    w, {count, static_cast<int>(count % world), in_place, seed++, registered},
                     make_callee<K, decltype(a), decltype(b), T, decltype(op), P>());
         });
       });

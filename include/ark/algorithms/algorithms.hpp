@@ -6,6 +6,7 @@
 #include "ark/algorithms/one_shot.hpp"
 #include "ark/algorithms/ring.hpp"
 #include "ark/algorithms/two_shot.hpp"
+#include "ark/algorithms/zero_copy.hpp"
 #include "ark/team/call_desc.hpp"
 
 #include <cstdint>
@@ -80,11 +81,20 @@ struct direct {
   static constexpr std::uint8_t id = 4;
   static constexpr const char* name = "direct";
 };
+/// All-reduce, reduce-scatter, all-gather over buffers every rank registered at the same place
+/// (team/symmetric.hpp): the peers' buffers are read in place and nothing is staged in the
+/// scratch slots (algorithms/zero_copy.hpp). Over thread copies. A communicator's automatic
+/// choice takes it for registered buffers (tuning::zero_copy_min_bytes); naming it for buffers
+/// that are not registered is refused before anything launches.
+struct zero_copy {
+  static constexpr std::uint8_t id = 5;
+  static constexpr const char* name = "zero_copy";
+};
 } // namespace algo
 
 inline const char* algorithm_name(std::uint8_t id) {
-  constexpr const char* names[] = {"auto", "one_shot", "two_shot", "ring", "direct"};
-  return id < 5 ? names[id] : "unknown";
+  constexpr const char* names[] = {"auto", "one_shot", "two_shot", "ring", "direct", "zero_copy"};
+  return id < 6 ? names[id] : "unknown";
 }
 
 namespace detail {

@@ -10,6 +10,7 @@
 
 #include "ark/concepts/reduce_op.hpp"
 #include "ark/dma/common.hpp"
+#include "ark/team/symmetric.hpp"
 
 namespace ark::algorithms {
 
@@ -33,6 +34,14 @@ struct in_all_ranks { ///< every rank's contribution in rank order: ours from p,
   const T* p;
   std::uint64_t step;
 };
+template <class T>
+struct in_symmetric { ///< every rank's copy of a symmetric buffer, read in place, in rank order
+  symmetric<const T> p;
+};
+template <class T>
+struct in_remote { ///< a peer's buffer, read in place
+  const T* p;
+};
 
 // Outputs -----------------------------------------------------------------------------------------
 template <class T>
@@ -53,6 +62,10 @@ template <class T>
 struct out_local_all { ///< a local buffer and the step we send every peer
   T* p;
   std::uint64_t step;
+};
+template <class T>
+struct out_symmetric { ///< every rank's copy of a symmetric buffer, written in place
+  symmetric<T> p;
 };
 
 namespace detail {
@@ -95,6 +108,12 @@ ARK_HD ARK_FORCEINLINE void store_local(T* p, cursor c, const vec<V>& v) {
   dma::store_prefix<typename Ctx::platform, V>(reinterpret_cast<std::byte*>(p) + c.i * V, v, c.valid);
 }
 
+template <class Ctx, class T, std::size_t V>
+ARK_HD ARK_FORCEINLINE vec<V> load_remote(const T* p, cursor c) {
+  return dma::load_peer_prefix<typename Ctx::platform, V>(reinterpret_cast<const std::byte*>(p) + c.i * V,
+                                                          c.valid);
+}
+
 // Loading an input: returns false if a received step never arrived (LL polling timed out).
 template <class Ctx, class T, std::size_t V, class Op>
 ARK_HD bool load(const Ctx&, const in_local<T>& in, cursor c, acc_lanes<T, V>& acc, const Op&) {
@@ -119,19 +138,41 @@ ARK_HD bool load(const Ctx& ctx, const in_local_peer<T>& in, cursor c, acc_lanes
   return true;
 }
 
-template <class Ctx, class T, std::size_t V, class Op>
-ARK_HD bool load(const Ctx& ctx, const in_all_ranks<T>& in, cursor c, acc_lanes<T, V>& acc, const Op& op) {
+/// Folds every rank's vector into acc in rank order (so every rank computes the same bits):
+/// get(r, v) loads rank r's, false if it never arrived.
+template <class Ctx, class T, std::size_t V, class Op, class Get>
+ARK_HD ARK_FORCEINLINE bool fold_ranks(const Ctx& ctx, acc_lanes<T, V>& acc, const Op& op, Get&& get) {
   for (int r = 0; r < ctx.world(); ++r) {
     vec<V> v;
-    if (r == ctx.rank())
-      v = load_local<Ctx, T, V>(in.p, c);
-    else if (!Ctx::backend::rx(ctx, r, in.step).load(ctx, c.i, v))
-      return false;
+    if (!get(r, v)) return false;
     if (r == 0)
       acc = widen<T>(v);
     else
       fold(acc, v, op);
   }
+  return true;
+}
+
+template <class Ctx, class T, std::size_t V, class Op>
+ARK_HD bool load(const Ctx& ctx, const in_all_ranks<T>& in, cursor c, acc_lanes<T, V>& acc, const Op& op) {
+  return fold_ranks<Ctx, T>(ctx, acc, op, [&](int r, vec<V>& v) {
+    if (r != ctx.rank()) return Ctx::backend::rx(ctx, r, in.step).load(ctx, c.i, v);
+    v = load_local<Ctx, T, V>(in.p, c);
+    return true;
+  });
+}
+
+template <class Ctx, class T, std::size_t V, class Op>
+ARK_HD bool load(const Ctx& ctx, const in_symmetric<T>& in, cursor c, acc_lanes<T, V>& acc, const Op& op) {
+  return fold_ranks<Ctx, T>(ctx, acc, op, [&](int r, vec<V>& v) {
+    v = r == ctx.rank() ? load_local<Ctx, T, V>(in.p.local, c) : load_remote<Ctx, T, V>(in.p.on(r), c);
+    return true;
+  });
+}
+
+template <class Ctx, class T, std::size_t V, class Op>
+ARK_HD bool load(const Ctx&, const in_remote<T>& in, cursor c, acc_lanes<T, V>& acc, const Op&) {
+  acc = widen<T>(load_remote<Ctx, T, V>(in.p, c));
   return true;
 }
 
@@ -157,6 +198,14 @@ ARK_HD void store(const Ctx& ctx, const out_local_all<T>& out, cursor c, const v
   store_local<Ctx, T, V>(out.p, c, v);
   for (int p = 0; p < ctx.world(); ++p)
     if (p != ctx.rank()) Ctx::backend::tx(ctx, p, out.step).store(c.i, v);
+}
+
+template <class Ctx, class T, std::size_t V>
+ARK_HD void store(const Ctx& ctx, const out_symmetric<T>& out, cursor c, const vec<V>& v) {
+  for (int k = 0; k < ctx.world(); ++k) { // from our own copy on, so that no rank is every rank's first
+    const int r = ctx.rank() + k < ctx.world() ? ctx.rank() + k : ctx.rank() + k - ctx.world();
+    store_local<Ctx, T, V>(k == 0 ? out.p.local : out.p.on(r), c, v);
+  }
 }
 
 } // namespace detail

@@ -85,9 +85,11 @@ ARK_HD bool with_choice(choice c, F&& f) {
   }
 }
 
-/// The backend a point-to-point group runs over: B, or thread copies where B is automatic.
+/// B, or thread copies where B is automatic: the backend of a point-to-point group, and the one
+/// zero-copy calls pace their phases over.
 template <class B>
-using p2p_backend = std::conditional_t<std::is_same_v<B, dma::automatic>, dma::thread_copy<default_depth>, B>;
+using or_thread_copies =
+    std::conditional_t<std::is_same_v<B, dma::automatic>, dma::thread_copy<default_depth>, B>;
 
 template <device P>
 struct device_comm {
@@ -153,6 +155,54 @@ struct device_comm {
     }
   }
 
+  /// Collective K (all_reduce, reduce_scatter, all_gather) zero-copy (algorithms/zero_copy.hpp):
+  /// `in` symmetric, `out` symmetric for all_reduce (its peers' outputs are read too), else this
+  /// rank's. B: thread copies (an automatic B is thread_copy<default_depth>): the depth of the
+  /// handshakes' credits. Scope-collective; false after a failure, which the control block records.
+  template <collective K, class B = dma::automatic, scope G, element T, class Out, class Op>
+  ARK_HD bool run_zero_copy(G& g, unsigned worker, unsigned workers, symmetric<const T> in, Out out,
+                            std::size_t count, const Op& op) const {
+    static_assert(K == collective::all_reduce || K == collective::reduce_scatter ||
+                      K == collective::all_gather,
+                  "ark: zero-copy serves all_reduce, reduce_scatter and all_gather");
+    static_assert(reduce_op<Op, T>,
+                  "ark: Op is not a reduction operator for T (see ark/concepts/reduce_op.hpp)");
+    using B1 = or_thread_copies<B>;
+    static_assert(dma_backend<B1> && B1::direct && !B1::ll,
+                  "ark: zero-copy paces its phases over thread copies (dma::thread_copy<Depth>)");
+    if (worker >= workers || workers > team.lay.workers || B1::depth > team.lay.max_depth()) {
+      if (g.thread_rank() == 0)
+        record_error<P>(team, errc::unsupported, static_cast<std::uint32_t>(unsupported_kind::setup), -1,
+                        worker, 0, workers, team.lay.workers);
+      return false;
+    }
+    const call_desc d = detail::describe_call<K, algo::zero_copy, B1, T, Op>(workers, 0, count);
+    const context<P, B1, G> ctx(g, team, worker, workers, d);
+    const bool ok = algorithms::run_zero_copy<K>(ctx, in, out, count, op);
+    if (!g.sync_any(!ok)) return true; // a failed call marks its worker (see run)
+    ctx.mark_failed();
+    return false;
+  }
+  /// All-reduce with both buffers symmetric (communicator::symmetric): zero-copy.
+  template <class B = dma::automatic, scope G, element T, class Op = op::sum>
+  ARK_HD bool all_reduce(G& g, unsigned worker, unsigned workers, symmetric<const T> in, symmetric<T> out,
+                         std::size_t count, Op op = {}) const {
+    return run_zero_copy<collective::all_reduce, B>(g, worker, workers, in, out, count, op);
+  }
+  /// Reduce-scatter from a symmetric input: zero-copy.
+  template <class B = dma::automatic, scope G, element T, class Op = op::sum>
+  ARK_HD bool reduce_scatter(G& g, unsigned worker, unsigned workers, symmetric<const T> in, T* out,
+                             std::size_t count, Op op = {}) const {
+    return run_zero_copy<collective::reduce_scatter, B>(g, worker, workers, in, out, count, op);
+  }
+  /// All-gather from a symmetric input: zero-copy. In place, `in` is the symmetric view of `out`
+  /// itself (rank r's input is its block r).
+  template <class B = dma::automatic, scope G, element T>
+  ARK_HD bool all_gather(G& g, unsigned worker, unsigned workers, symmetric<const T> in, T* out,
+                         std::size_t count) const {
+    return run_zero_copy<collective::all_gather, B>(g, worker, workers, in, out, count, op::sum{});
+  }
+
   template <class A = algo::automatic, class B = dma::automatic, scope G, element T, class Op = op::sum>
   ARK_HD bool all_reduce(G& g, unsigned worker, unsigned workers, const T* in, T* out, std::size_t count,
                          Op op = {}) const {
@@ -199,7 +249,7 @@ struct device_comm {
   /// memory: see layout::p2p_plan).
   template <class B = dma::automatic, scope G>
   ARK_HD bool p2p(G& g, unsigned worker, unsigned workers, const p2p_op* op, unsigned n) const {
-    using B1 = p2p_backend<B>;
+    using B1 = or_thread_copies<B>;
     static_assert(dma_backend<B1>, "ark: B is not a DMA backend (see ark/concepts/dma_backend.hpp)");
     bool served = true;
     if constexpr (dma::queue_backend<B1>) served = B1::served(team);

@@ -20,6 +20,10 @@ struct tuning {
   std::size_t bytes_per_worker = 256 << 10;   ///< one more worker per this many bytes (thread copies)
   std::size_t ll_bytes_per_worker = 64 << 10; ///< one more worker per this many bytes (LL packets)
   unsigned threads = 1;                       ///< threads per worker
+  /// All-reduce, reduce-scatter and all-gather on registered buffers read them in place
+  /// (algo::zero_copy) from this many bytes per rank; below, the staged choice above, whose LL
+  /// packets take fewer protocol steps (docs/perf.md, "Zero-copy").
+  std::size_t zero_copy_min_bytes = 1 << 20;
 };
 
 struct choice {
@@ -40,6 +44,15 @@ ARK_HD inline choice select(collective k, std::size_t bytes, int world, const tu
   default:
     return {algo::direct::id, ll};
   }
+}
+
+/// Whether an automatic choice reads the buffers of collective K in place (algo::zero_copy) when
+/// they are registered. Every rank decides alike when the ranks' buffers are alike (registered
+/// at the same place); a rank whose buffers are not meets the others' zero-copy call with a
+/// staged one: a mismatch error (the algorithm), never wrong data.
+ARK_HD inline bool select_zero_copy(collective k, std::size_t bytes, int world, const tuning& t) {
+  return (k == collective::all_reduce || k == collective::reduce_scatter || k == collective::all_gather) &&
+         world > 1 && bytes >= t.zero_copy_min_bytes;
 }
 
 /// Workers for a call: one per `bytes_per_worker` (LL: `ll_bytes_per_worker`), at least one, at

@@ -54,6 +54,20 @@ struct collective_work {
   }
 };
 
+/// One zero-copy call (algorithms/zero_copy.hpp): `Out` is symmetric<T> for all_reduce, else T*.
+template <device P, collective K, class B, class T, class Out, class Op>
+struct zero_copy_work {
+  device_comm<P> comm;
+  symmetric<const T> in;
+  Out out;
+  std::size_t count;
+  Op op;
+  template <class G>
+  ARK_HD void operator()(G& g, unsigned worker, unsigned workers) const {
+    comm.template run_zero_copy<K, B>(g, worker, workers, in, out, count, op);
+  }
+};
+
 /// A user's custom collective: f(ctx) on every worker.
 template <device P, class B, class F>
 struct custom_work {

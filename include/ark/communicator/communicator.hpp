@@ -325,7 +325,15 @@ public:
   /// call would reject.
   template <collective K, class A = algo::automatic, class B = dma::automatic, element T>
   call_plan plan(std::size_t count, const call_options<P>& o = {}) const {
-    return detail::plan_call<K, A, B, T>(rt_, count, o);
+    return detail::plan_call<K, A, B, T>(rt_, count, o, std::is_same_v<A, algo::zero_copy>);
+  }
+
+  /// The plan of the call on these buffers: as plan(count, o), and zero-copy where the call
+  /// would read registered buffers in place (algo::zero_copy named, or chosen automatically).
+  template <collective K, class A = algo::automatic, class B = dma::automatic, element T>
+  call_plan plan(const T* in, T* out, std::size_t count, const call_options<P>& o = {}) const {
+    const bool zc = zero_copy_views<K, A, B>(to_string(K), in, out, count, o).use;
+    return detail::plan_call<K, A, B, T>(rt_, count, o, zc);
   }
 
   // -- symmetric memory ---------------------------------------------------------------------------
@@ -349,6 +357,20 @@ public:
     if (const window_view* w = reg_.find(p, bytes, rank())) return *w;
     detail::throw_invalid("remote", "buffer " + detail::pointer_name(p) + " (" + std::to_string(bytes) +
                                         " bytes) is not inside a buffer registered with this communicator");
+  }
+
+  /// `count` elements at p as a symmetric buffer (team/symmetric.hpp), for zero-copy calls from
+  /// your kernels (device_comm's all_reduce, reduce_scatter, all_gather on symmetric buffers).
+  /// Every rank's p must lie at the same place of the same registration (a call compares them);
+  /// throws invalid_argument if p is not in one registered buffer.
+  template <class T>
+  ark::symmetric<T> symmetric(T* p, std::size_t count) const {
+    const ark::symmetric<T> s = reg_.symmetric_of(p, count, rank());
+    if (!s.bases)
+      detail::throw_invalid("symmetric",
+                            "buffer " + detail::pointer_name(p) + " (" + std::to_string(count * sizeof(T)) +
+                                " bytes) is not inside a buffer registered with this communicator");
+    return s;
   }
 
   /// Where rank `peer`'s copy of the registered local address `p` lives in this address space.
@@ -380,7 +402,7 @@ private:
   /// the open group.
   template <class B>
   void add_p2p(const char* call, const p2p_op& op, const call_options<P>& o) {
-    using B1 = p2p_backend<B>;
+    using B1 = or_thread_copies<B>;
     static_assert(!std::is_same_v<B, dma::copy_engine>, "ark: send and recv run over a channel backend");
     rt_.check_usable(call);
     if (op.peer < 0 || op.peer >= world())
@@ -488,6 +510,9 @@ private:
     static_assert(reduce_op<Op, T>,
                   "ark: Op is not a reduction operator for T (see ark/concepts/reduce_op.hpp)");
     rt_.check_usable(call);
+    if constexpr (reads_in_place<K, A, B>)
+      if (const auto v = zero_copy_views<K, A, B>(call, in, out, count, o); v.use)
+        return run_zero_copy<K, A, B>(call, v, out, count, op, o);
     const call_plan cp = plan<K, A, B, T>(count, o);
     const launch_shape shape{cp.ctas, rt_.cfg().tuning.threads};
     const device_comm<P> handle = rt_.call_handle(o);
@@ -514,6 +539,73 @@ private:
           rt_, turn.s, shape, detail::collective_work<P, K, A1, B1, T, Op>{handle, in, out, count, root, op});
       return true;
     });
+    rt_.mark_call(turn);
+    rt_.after_launch(call);
+  }
+
+  /// Whether a call of collective K by A over B may read its buffers in place (algo::zero_copy):
+  /// named, or chosen automatically where the backend is automatic or thread copies.
+  template <collective K, class A, class B>
+  static constexpr bool reads_in_place =
+      (K == collective::all_reduce || K == collective::reduce_scatter || K == collective::all_gather) &&
+      (std::is_same_v<A, algo::zero_copy> ||
+       (std::is_same_v<A, algo::automatic> && (std::is_same_v<B, dma::automatic> || dma::is_thread_copy<B>)));
+
+  /// The symmetric views a zero-copy call of K reads (algorithms/zero_copy.hpp), when A names
+  /// zero-copy or the automatic choice takes it for these buffers (select_zero_copy); `use` false
+  /// when the staged call serves it. Throws where A names zero-copy on buffers not registered.
+  template <class T>
+  struct in_place_views {
+    bool use = false;
+    ark::symmetric<const T> in;
+    ark::symmetric<T> out;
+  };
+  template <collective K, class A, class B, class T>
+  in_place_views<T> zero_copy_views(const char* call, const T* in, T* out, std::size_t count,
+                                    const call_options<P>& o) const {
+    in_place_views<T> v;
+    if constexpr (reads_in_place<K, A, B>) {
+      const std::size_t in_count = K == collective::reduce_scatter ? count * world() : count;
+      // an in-place all-gather reads every rank's block of the output
+      const bool gather_in_place = K == collective::all_gather && in == out + rank() * count;
+      v.in = gather_in_place ? reg_.template symmetric_of<const T>(out, count * world(), rank())
+                             : reg_.symmetric_of(in, in_count, rank());
+      v.out = reg_.symmetric_of(out, count, rank());
+      const bool registered = v.in.bases && (K != collective::all_reduce || v.out.bases);
+      if constexpr (std::is_same_v<A, algo::zero_copy>) {
+        if (!registered)
+          detail::throw_invalid(
+              call, std::string("algo::zero_copy reads the peers' buffers in place: register the ") +
+                        (K == collective::all_reduce ? "send and recv buffers"
+                         : gather_in_place           ? "recv buffer"
+                                                     : "send buffer") +
+                        " first (register_buffer), at the same place on every rank");
+        v.use = true;
+      } else {
+        v.use = registered && o.max_ctas != 0 &&
+                select_zero_copy(K, count * sizeof(T), world(), rt_.cfg().tuning);
+      }
+    }
+    return v;
+  }
+
+  /// A zero-copy call over the views zero_copy_views gave.
+  template <collective K, class A, class B, class T, class Op>
+  void run_zero_copy(const char* call, const in_place_views<T>& v, T* out, std::size_t count, const Op& op,
+                     const call_options<P>& o) {
+    using B1 = or_thread_copies<B>;
+    const call_plan cp = detail::plan_call<K, A, B, T>(rt_, count, o, true);
+    detail::check_backend<B1>(rt_.lay(), call);
+    const launch_shape shape{cp.ctas, rt_.cfg().tuning.threads};
+    const device_comm<P> handle = rt_.call_handle(o);
+    const auto turn = rt_.join_previous(o);
+    if constexpr (K == collective::all_reduce)
+      engines_.template enqueue<B1>(
+          rt_, turn.s, shape,
+          detail::zero_copy_work<P, K, B1, T, ark::symmetric<T>, Op>{handle, v.in, v.out, count, op});
+    else
+      engines_.template enqueue<B1>(
+          rt_, turn.s, shape, detail::zero_copy_work<P, K, B1, T, T*, Op>{handle, v.in, out, count, op});
     rt_.mark_call(turn);
     rt_.after_launch(call);
   }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "ark/core/error.hpp"
+#include "ark/team/symmetric.hpp"
 
 #include <cstdint>
 #include <string>
@@ -16,6 +17,12 @@ inline std::string one_step_world_refusal(std::uint64_t fixed, std::uint64_t wor
          " ranks; this team has " + std::to_string(world) + " (use algo::one_step)";
 }
 
+/// A symmetric<T>::place as words: which registration, and where in it.
+inline std::string place_name(std::uint64_t place) {
+  return "registration " + std::to_string(place >> symmetric<int>::place_shift) + " offset " +
+         std::to_string(place & symmetric<int>::offset_mask);
+}
+
 /// Human-readable description of a record, naming the rank that saw it.
 inline std::string describe(const error_record& r, int rank) {
   std::string s = "rank " + std::to_string(rank) + ": " + to_string(static_cast<errc>(r.code));
@@ -27,8 +34,13 @@ inline std::string describe(const error_record& r, int rank) {
          ", last seen " + std::to_string(r.theirs) + ")";
     break;
   case errc::mismatch:
-    s += " with rank " + std::to_string(r.peer) + ": " + to_string(static_cast<desc_field>(r.what)) + " is " +
-         std::to_string(r.mine) + " here but " + std::to_string(r.theirs) + " there";
+    s += " with rank " + std::to_string(r.peer) + ": " + to_string(static_cast<desc_field>(r.what)) + " is ";
+    if (static_cast<desc_field>(r.what) == desc_field::place) // symmetric<T>::place: window serial, offset
+      s += place_name(r.mine) + " here but " + place_name(r.theirs) +
+           " there (zero-copy reads each peer's buffer where this rank's lies: register the same "
+           "window on every rank and pass buffers at the same offset in it)";
+    else
+      s += std::to_string(r.mine) + " here but " + std::to_string(r.theirs) + " there";
     break;
   case errc::aborted:
     s += " while waiting (worker " + std::to_string(r.worker) + ")";

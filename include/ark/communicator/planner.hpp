@@ -30,9 +30,11 @@ std::size_t ce_longest_chunk(std::size_t count, int world) {
 }
 
 /// The plan of collective K by A over B (either may be automatic) on `count` elements of T per
-/// rank. Throws invalid_argument for options the call would reject.
+/// rank; `zero_copy`: it reads registered buffers in place (algo::zero_copy). Throws
+/// invalid_argument for options the call would reject.
 template <collective K, class A, class B, class T, device P>
-call_plan plan_call(const rank_runtime<P>& rt, std::size_t count, const call_options<P>& o) {
+call_plan plan_call(const rank_runtime<P>& rt, std::size_t count, const call_options<P>& o,
+                    bool zero_copy = false) {
   const char* call = to_string(K);
   const int world = rt.world();
   const layout& l = rt.lay();
@@ -91,6 +93,25 @@ call_plan plan_call(const rank_runtime<P>& rt, std::size_t count, const call_opt
     p.scratch_bytes = static_cast<std::size_t>(world) * layout::ce_flags * layout::flag_stride;
     return p;
   }
+  // the workers whose channels the team holds
+  auto held = [&](unsigned workers) {
+    if (workers > l.workers)
+      throw_invalid(call, "workers " + std::to_string(workers) + " exceeds team_config.workers " +
+                              std::to_string(l.workers) +
+                              (l.workers < rt.cfg().team.workers
+                                   ? " (the workers whose slots fit in team_config.scratch_budget)"
+                                   : ""));
+    return workers;
+  };
+  if (zero_copy) { // headers alone pass through the channels: no data slot is used
+    p.algorithm = algo::zero_copy::id;
+    p.backend = or_thread_copies<B>::id;
+    p.ctas = held(blocks(bytes, false));
+    p.threads = tune.threads;
+    p.scratch_bytes = static_cast<std::size_t>(p.ctas) * l.world *
+                      (3 * layout::flag_stride + l.slots * sizeof(slot_header));
+    return p;
+  }
   constexpr bool one_step = algo::is_one_step<A>;
   if constexpr (algo::fixed_world<A> != 0)
     if (world != algo::fixed_world<A>)
@@ -105,13 +126,7 @@ call_plan plan_call(const rank_runtime<P>& rt, std::size_t count, const call_opt
   } else {
     p.backend = ll ? dma::ll_packet<1>::id : dma::thread_copy<1>::id;
   }
-  const unsigned workers = blocks(bytes, ll);
-  if (workers > l.workers)
-    throw_invalid(call, "workers " + std::to_string(workers) + " exceeds team_config.workers " +
-                            std::to_string(l.workers) +
-                            (l.workers < rt.cfg().team.workers
-                                 ? " (the workers whose slots fit in team_config.scratch_budget)"
-                                 : ""));
+  const unsigned workers = held(blocks(bytes, ll));
   p.ctas = workers;
   p.threads = tune.threads;
   if (K == collective::all_reduce && p.algorithm == algo::one_shot::id && ll) {

@@ -23,6 +23,8 @@ public:
   /// are collective, and one fails on every rank or none).
   struct registration : window_view {
     std::uint64_t serial = 0;
+    /// base[0..world) in memory kernels read (symmetric<T>::bases): device memory on a GPU
+    typename P::memory table{};
   };
   /// A recv buffer as every rank's registered one, and where it lies (which registration, the
   /// offset in it: detail::ce_value hashes it).
@@ -59,6 +61,10 @@ public:
     try {
       for (int r = 0; r < world; ++r)
         if (r != rank) w->base[r] = static_cast<std::byte*>(P::import_handle(all[r].handle, rt.cfg().device));
+      std::vector<std::uintptr_t> bases(world);
+      for (int r = 0; r < world; ++r) bases[r] = reinterpret_cast<std::uintptr_t>(w->base[r]);
+      w->table = P::allocate(world * sizeof(std::uintptr_t), rt.cfg().device);
+      P::copy(w->table.ptr, bases.data(), world * sizeof(std::uintptr_t));
     } catch (...) {
       failed = std::current_exception();
     }
@@ -115,6 +121,17 @@ public:
     return nullptr;
   }
 
+  /// `count` elements at p as a symmetric buffer (team/symmetric.hpp), or an empty view (null
+  /// bases) where they do not lie in one registered window.
+  template <class T>
+  symmetric<T> symmetric_of(T* p, std::size_t count, int rank) const {
+    const registration* w = find(p, count * sizeof(T), rank);
+    if (!w) return {p, nullptr, 0};
+    const auto offset = static_cast<std::uint64_t>(reinterpret_cast<const std::byte*>(p) - w->base[rank]);
+    return {p, reinterpret_cast<const std::uintptr_t*>(w->table.ptr),
+            w->serial << symmetric<T>::place_shift | offset};
+  }
+
   /// `out` (out_count elements) as every rank's registered recv buffer, and where it lies;
   /// throws if it is not registered.
   template <class T>
@@ -141,10 +158,11 @@ public:
   }
 
 private:
-  /// Unmaps the peers' parts of a window (those mapped so far).
-  static void close(const window_view& w, int rank, int world) noexcept {
+  /// Unmaps the peers' parts of a window (those mapped so far) and frees its table.
+  static void close(registration& w, int rank, int world) noexcept {
     for (int r = 0; r < world; ++r)
       if (r != rank && w.base[r]) P::close_import(w.base[r]);
+    P::release(w.table);
   }
 
   std::vector<std::unique_ptr<registration>> windows_;

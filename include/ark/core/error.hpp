@@ -66,7 +66,8 @@ enum class desc_field : std::uint32_t {
   root,
   workers,
   protocol,
-  sequence
+  sequence,
+  place ///< where a zero-copy call's buffer lies in its registered window
 };
 
 /// The first error a rank hit, written by device or host code, read by the host.
@@ -141,6 +142,8 @@ inline const char* to_string(desc_field f) {
     return "DMA backend";
   case desc_field::sequence:
     return "pipeline step (the ranks are at different calls)";
+  case desc_field::place:
+    return "place of the buffer in its registered window";
   }
   return "unknown";
 }

@@ -27,15 +27,12 @@ ARK_HD bool for_each_peer(const Ctx& ctx, peers ps, F&& f) {
   return true;
 }
 
-/// Loads the first `valid` bytes of a V-byte vector at p, zero-filling the rest: never reads past
-/// the end of a user buffer, and takes the byte path where p is not V-aligned. The byte path
-/// builds the vector's words with shifts, in registers: a vector written byte by byte at run-time
-/// offsets lives in local memory, and the compiler then moved the vector of the aligned path
-/// through it too (a local store and load per call on the LL latency path).
-template <class P, std::size_t V>
-ARK_HD vec<V> load_prefix(const void* p, std::size_t valid) {
-  if (valid >= V && reinterpret_cast<std::uintptr_t>(p) % V == 0) return P::template load<V>(p);
-  const auto* s = static_cast<const unsigned char*>(p);
+/// The first `valid` (< V) bytes at s as a vector, the rest zero. Built with shifts, in registers:
+/// a vector written byte by byte at run-time offsets lives in local memory, and the compiler then
+/// moved the vector of the aligned path through it too (a local store and load per call on the LL
+/// latency path).
+template <std::size_t V, class Byte>
+ARK_HD vec<V> load_bytes(const Byte* s, std::size_t valid) {
   const std::size_t n = valid < V ? valid : V;
   std::uint64_t lo = 0;
   [[maybe_unused]] std::uint64_t hi = 0; // read for 16-byte vectors only
@@ -50,6 +47,22 @@ ARK_HD vec<V> load_prefix(const void* p, std::size_t valid) {
   v.w[0] = lo;
   if constexpr (V == 16) v.w[1] = hi;
   return v;
+}
+
+/// Loads the first `valid` bytes of a V-byte vector at p, zero-filling the rest: never reads past
+/// the end of a user buffer, and takes the byte path where p is not V-aligned.
+template <class P, std::size_t V>
+ARK_HD vec<V> load_prefix(const void* p, std::size_t valid) {
+  if (valid >= V && reinterpret_cast<std::uintptr_t>(p) % V == 0) return P::template load<V>(p);
+  return load_bytes<V>(static_cast<const unsigned char*>(p), valid);
+}
+
+/// load_prefix of a peer's buffer, read in place: its loads are P::load_peer's (never served from
+/// a stale cache line, which a persistent kernel's earlier call may have left), bytes volatile.
+template <class P, std::size_t V>
+ARK_HD vec<V> load_peer_prefix(const void* p, std::size_t valid) {
+  if (valid >= V && reinterpret_cast<std::uintptr_t>(p) % V == 0) return P::template load_peer<V>(p);
+  return load_bytes<V>(static_cast<const volatile unsigned char*>(p), valid);
 }
 
 /// Stores the first `valid` bytes of v at p (bytewise where p is not V-aligned; see load_prefix).
@@ -130,6 +143,52 @@ template <class Ctx>
 ARK_HD void acknowledge(const Ctx& ctx, peers ps, std::uint64_t step) {
   ctx.g.sync();
   raise_acks(ctx, ps, step);
+}
+
+/// Scope-collective: a step of this worker's channels with every peer that carries no payload, only
+/// its header: the call's description and two words, `place` (where the buffers the peers read
+/// lie). Every peer learns that we reached it (our stores before it, the whole scope's, are
+/// visible to it), and we that every peer did, with the same call and the same words (else a
+/// mismatch of desc_field::place, recorded). Acknowledged at once: the slot holds nothing to
+/// read. Zero-copy algorithms (algorithms/zero_copy.hpp) pace their phases with it.
+template <class Ctx>
+ARK_HD bool handshake(const Ctx& ctx, std::uint64_t step, const std::uint64_t (&place)[2]) {
+  using P = typename Ctx::platform;
+  const auto& l = ctx.lay();
+  ctx.g.sync(); // every thread's stores before the fence of the thread that announces them
+  const bool sent = for_each_peer(ctx, peers::all(), [&](int p) {
+    if (!wait_credit(ctx, p, step, Ctx::backend::depth)) return false;
+    slot_header* h = l.hdr(ctx.remote(p), ctx.worker, ctx.rank(), step);
+    P::store_relaxed(&h->count, ctx.desc.count);
+    P::store_relaxed(&h->meta, ctx.desc.meta);
+    P::store_relaxed(&h->step, step);
+    P::store_relaxed(&h->place[0], place[0]);
+    P::store_relaxed(&h->place[1], place[1]);
+    P::fence();
+    P::store_release(l.head(ctx.remote(p), ctx.worker, ctx.rank()), step + 1);
+    return true;
+  });
+  if (ctx.g.sync_any(!sent)) return false;
+  const bool ok = for_each_peer(ctx, peers::all(), [&](int p) {
+    if (!ctx.wait_geq(l.head(ctx.local(), ctx.worker, p), step + 1, wait_kind::data, p) || ctx.failed_before)
+      return false;
+    const slot_header* h = l.hdr(ctx.local(), ctx.worker, p, step);
+    call_desc d;
+    d.count = P::load_relaxed(&h->count);
+    d.meta = P::load_relaxed(&h->meta);
+    if (!ctx.check_peer_call(d, P::load_relaxed(&h->step), p, step)) return false;
+    for (int k = 0; k < 2; ++k) {
+      const std::uint64_t theirs = P::load_relaxed(&h->place[k]);
+      if (theirs != place[k]) {
+        ctx.fail(errc::mismatch, static_cast<std::uint32_t>(desc_field::place), p, step, place[k], theirs);
+        return false;
+      }
+    }
+    return true;
+  });
+  if (ctx.g.sync_any(!ok)) return false;
+  raise_acks(ctx, peers::all(), step);
+  return true;
 }
 
 } // namespace ark::dma

@@ -45,4 +45,10 @@ struct thread_copy : thread_transfers<Depth>, simple_channel<thread_copy<Depth>>
   using simple_channel<thread_copy<Depth>>::vec_bytes;
 };
 
+/// Whether B is a thread_copy<Depth>.
+template <class B>
+inline constexpr bool is_thread_copy = false;
+template <unsigned Depth>
+inline constexpr bool is_thread_copy<thread_copy<Depth>> = true;
+
 } // namespace ark::dma

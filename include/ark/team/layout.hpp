@@ -68,12 +68,13 @@ struct team_config {
   static constexpr std::size_t auto_slot_most = 512 << 10; ///< nor larger than this
 };
 
-/// The header a sender writes next to each step's payload; the receiver checks it.
+/// The header a sender writes next to each step's payload; the receiver checks it. `place`: where
+/// the buffers of a zero-copy call lie (dma::handshake), which the peers compare with theirs.
 struct slot_header {
   std::uint64_t count;
   std::uint64_t meta;
   std::uint64_t step;
-  std::uint64_t reserved;
+  std::uint64_t place[2];
 };
 
 /// Per-worker counters that only the owning rank touches.

@@ -1,0 +1,86 @@
+// ark/algorithms/zero_copy.hpp: all-reduce, reduce-scatter and all-gather over symmetric buffers
+// (team/symmetric.hpp), read where they lie.
+//
+// Reading order (docs/architecture.md, "zero-copy"): when every rank's buffers lie at the same
+// place of a registered window, a rank reads its peers' buffers in place and no byte passes
+// through the scratch slots; the channels carry headers alone, which pace the phases
+// (dma::handshake) and check that every rank makes the same call on buffers at the same place
+// before anything is stored. All-reduce: each rank reduces its chunk of the worker's share from
+// every rank's input (in rank order, so every rank gets the same bits) and stores the result
+// into every rank's output. Reduce-scatter reduces its own block into its own output; all-gather
+// copies every rank's input into its own output. Two handshakes a call: the first says every
+// rank's buffers are ready, the second, after the stores, that no peer reads or writes ours any
+// more: when a call returns, the caller may use its buffers again.
+// In place is served: a rank reads and writes only its own chunk of every rank's buffer (all-reduce),
+// only its own block of its buffer (reduce-scatter), or reads the peers' blocks and writes the
+// same blocks of its own buffer, which no peer reads (all-gather), each element read before the
+// same thread writes it.
+#pragma once
+
+#include "ark/algorithms/pass.hpp"
+
+namespace ark::algorithms {
+
+/// All-reduce of `count` elements: out = in reduced over all ranks. Both buffers symmetric.
+template <class Ctx, class T, class Op>
+ARK_HD bool all_reduce_zero_copy(const Ctx& ctx, symmetric<const T> in, symmetric<T> out, std::size_t count,
+                                 const Op& op) {
+  const elem_range share = ctx.template partition<T>(count);
+  if (share.len == 0) return ctx.finish(0); // the same on every rank: no step, no wait
+  const elem_range mine =
+      split(share, static_cast<unsigned>(ctx.world()), static_cast<unsigned>(ctx.rank()), align_elems<T>);
+  const std::uint64_t s = ctx.round;
+  // every rank's input is ready and its output free, and every rank's buffers lie where ours do
+  if (!dma::handshake(ctx, s, {in.place, out.place})) return false;
+  pass<T>(ctx, mine.len, in_symmetric<T>{in + mine.begin}, out_symmetric<T>{out + mine.begin}, op, true);
+  // every rank's chunk is in every output, and nobody reads our input any more
+  return dma::handshake(ctx, s + 1, {0, 0}) && ctx.finish(2, true);
+}
+
+/// Reduce-scatter: out (count elements) = block `rank` of in (world blocks) reduced over all
+/// ranks. The input symmetric; the output this rank's alone.
+template <class Ctx, class T, class Op>
+ARK_HD bool reduce_scatter_zero_copy(const Ctx& ctx, symmetric<const T> in, T* out, std::size_t count,
+                                     const Op& op) {
+  const elem_range share = ctx.template partition<T>(count);
+  if (share.len == 0) return ctx.finish(0);
+  const std::uint64_t s = ctx.round;
+  if (!dma::handshake(ctx, s, {in.place, 0})) return false;
+  const std::size_t at = static_cast<std::size_t>(ctx.rank()) * count + share.begin;
+  pass<T>(ctx, share.len, in_symmetric<T>{in + at}, out_local<T>{out + share.begin}, op, true);
+  return dma::handshake(ctx, s + 1, {0, 0}) && ctx.finish(2, true);
+}
+
+/// All-gather: block r of out (world blocks of count) = rank r's input. `in` symmetric, the
+/// output this rank's alone; in place (in.local == out), `in` is the output's own symmetric view
+/// and rank r's input its block r, where an in-place all-gather's inputs lie.
+template <class Ctx, class T, class Op>
+ARK_HD bool all_gather_zero_copy(const Ctx& ctx, symmetric<const T> in, T* out, std::size_t count,
+                                 const Op& op) {
+  const int world = ctx.world(), rank = ctx.rank();
+  const elem_range share = ctx.template partition<T>(count);
+  if (share.len == 0) return ctx.finish(0);
+  const bool in_place = in.local == out;
+  const std::uint64_t s = ctx.round;
+  if (!dma::handshake(ctx, s, {in.place, 0})) return false;
+  for (int k = in_place ? 1 : 0; k < world; ++k) {
+    const int r = (rank + k) % world;
+    const std::size_t block = static_cast<std::size_t>(r) * count + share.begin;
+    pass<T>(ctx, share.len, in_remote<T>{in.on(r) + (in_place ? block : share.begin)},
+            out_local<T>{out + block}, op, false);
+  }
+  return dma::handshake(ctx, s + 1, {0, 0}) && ctx.finish(2, true);
+}
+
+/// Runs collective K (all_reduce, reduce_scatter or all_gather) zero-copy.
+template <collective K, class Ctx, class T, class Out, class Op>
+ARK_HD bool run_zero_copy(const Ctx& ctx, symmetric<const T> in, Out out, std::size_t count, const Op& op) {
+  if constexpr (K == collective::all_reduce)
+    return all_reduce_zero_copy(ctx, in, out, count, op);
+  else if constexpr (K == collective::reduce_scatter)
+    return reduce_scatter_zero_copy(ctx, in, out, count, op);
+  else
+    return all_gather_zero_copy(ctx, in, out, count, op);
+}
+
+} // namespace ark::algorithms

@@ -315,7 +315,7 @@ std::vector<entry<P>> table() {
       at<56, K::p2p, algo::direct, tc8, P>(),
       ARK_SOAK_FULL(at<57, K::p2p, algo::direct, ll2, P>())
       at<58, K::p2p, algo::direct, pe2, P>(),
-      at<64, K::all_reduce, algo::zero_copy, dauto, P>(),
+      ARK_SOAK_FULL(at<64, K::all_reduce, algo::zero_copy, dauto, P>())
       ARK_SOAK_FULL(at<65, K::reduce_scatter, algo::zero_copy, tc2, P>())
       ARK_SOAK_FULL(at<66, K::all_gather, algo::zero_copy, tc1, P>())
   };

@@ -564,7 +564,11 @@ private:
   in_place_views<T> zero_copy_views(const char* call, const T* in, T* out, std::size_t count,
                                     const call_options<P>& o) const {
     in_place_views<T> v;
+    constexpr bool named = std::is_same_v<A, algo::zero_copy>;
     if constexpr (reads_in_place<K, A, B>) {
+      // an automatic choice looks the buffers up only for calls it would take zero-copy for
+      if (!named && (o.max_ctas == 0 || !select_zero_copy(K, count * sizeof(T), world(), rt_.cfg().tuning)))
+        return v;
       const std::size_t in_count = K == collective::reduce_scatter ? count * world() : count;
       // an in-place all-gather reads every rank's block of the output
       const bool gather_in_place = K == collective::all_gather && in == out + rank() * count;
@@ -572,19 +576,14 @@ private:
                              : reg_.symmetric_of(in, in_count, rank());
       v.out = reg_.symmetric_of(out, count, rank());
       const bool registered = v.in.bases && (K != collective::all_reduce || v.out.bases);
-      if constexpr (std::is_same_v<A, algo::zero_copy>) {
-        if (!registered)
-          detail::throw_invalid(
-              call, std::string("algo::zero_copy reads the peers' buffers in place: register the ") +
-                        (K == collective::all_reduce ? "send and recv buffers"
-                         : gather_in_place           ? "recv buffer"
-                                                     : "send buffer") +
-                        " first (register_buffer), at the same place on every rank");
-        v.use = true;
-      } else {
-        v.use = registered && o.max_ctas != 0 &&
-                select_zero_copy(K, count * sizeof(T), world(), rt_.cfg().tuning);
-      }
+      if (named && !registered)
+        detail::throw_invalid(
+            call, std::string("algo::zero_copy reads the peers' buffers in place: register the ") +
+                      (K == collective::all_reduce ? "send and recv buffers"
+                       : gather_in_place           ? "recv buffer"
+                                                   : "send buffer") +
+                      " first (register_buffer), at the same place on every rank");
+      v.use = registered;
     }
     return v;
   }

@@ -156,9 +156,10 @@ struct device_comm {
   }
 
   /// Collective K (all_reduce, reduce_scatter, all_gather) zero-copy (algorithms/zero_copy.hpp):
-  /// `in` symmetric, `out` symmetric for all_reduce (its peers' outputs are read too), else this
-  /// rank's. B: thread copies (an automatic B is thread_copy<default_depth>): the depth of the
-  /// handshakes' credits. Scope-collective; false after a failure, which the control block records.
+  /// `in` symmetric; `out` symmetric for all_reduce (each rank stores the chunk it reduced into
+  /// every rank's output), else this rank's alone. B: thread copies (an automatic B is
+  /// thread_copy<default_depth>): the depth of the handshakes' credits. Scope-collective; false after a
+  /// failure, which the control block records.
   template <collective K, class B = dma::automatic, scope G, element T, class Out, class Op>
   ARK_HD bool run_zero_copy(G& g, unsigned worker, unsigned workers, symmetric<const T> in, Out out,
                             std::size_t count, const Op& op) const {

@@ -21,20 +21,32 @@
 
 namespace ark::algorithms {
 
-/// All-reduce of `count` elements: out = in reduced over all ranks. Both buffers symmetric.
+namespace detail {
+/// The frame every zero-copy call shares: this worker's share of `count` elements, the first
+/// handshake (every rank's buffers ready, and lying at `in_place` and `out_place` as ours do),
+/// body(share), and the second handshake (no peer reads or writes ours any more). A share of
+/// none (the same on every rank) takes no step and waits for nobody.
+template <class T, class Ctx, class Body>
+ARK_HD bool zero_copy_frame(const Ctx& ctx, std::size_t count, std::uint64_t in_place,
+                            std::uint64_t out_place, Body&& body) {
+  const elem_range share = ctx.template partition<T>(count);
+  if (share.len == 0) return ctx.finish(0);
+  if (!dma::handshake(ctx, ctx.round, {in_place, out_place})) return false;
+  body(share);
+  return dma::handshake(ctx, ctx.round + 1, {0, 0}) && ctx.finish(2, true);
+}
+} // namespace detail
+
+/// All-reduce of `count` elements: out = in reduced over all ranks. Both buffers symmetric: each
+/// rank reduces its chunk of the share from every input and stores it into every output.
 template <class Ctx, class T, class Op>
 ARK_HD bool all_reduce_zero_copy(const Ctx& ctx, symmetric<const T> in, symmetric<T> out, std::size_t count,
                                  const Op& op) {
-  const elem_range share = ctx.template partition<T>(count);
-  if (share.len == 0) return ctx.finish(0); // the same on every rank: no step, no wait
-  const elem_range mine =
-      split(share, static_cast<unsigned>(ctx.world()), static_cast<unsigned>(ctx.rank()), align_elems<T>);
-  const std::uint64_t s = ctx.round;
-  // every rank's input is ready and its output free, and every rank's buffers lie where ours do
-  if (!dma::handshake(ctx, s, {in.place, out.place})) return false;
-  pass<T>(ctx, mine.len, in_symmetric<T>{in + mine.begin}, out_symmetric<T>{out + mine.begin}, op, true);
-  // every rank's chunk is in every output, and nobody reads our input any more
-  return dma::handshake(ctx, s + 1, {0, 0}) && ctx.finish(2, true);
+  return detail::zero_copy_frame<T>(ctx, count, in.place, out.place, [&](elem_range share) {
+    const elem_range mine =
+        split(share, static_cast<unsigned>(ctx.world()), static_cast<unsigned>(ctx.rank()), align_elems<T>);
+    pass<T>(ctx, mine.len, in_symmetric<T>{in + mine.begin}, out_symmetric<T>{out + mine.begin}, op, true);
+  });
 }
 
 /// Reduce-scatter: out (count elements) = block `rank` of in (world blocks) reduced over all
@@ -42,13 +54,10 @@ ARK_HD bool all_reduce_zero_copy(const Ctx& ctx, symmetric<const T> in, symmetri
 template <class Ctx, class T, class Op>
 ARK_HD bool reduce_scatter_zero_copy(const Ctx& ctx, symmetric<const T> in, T* out, std::size_t count,
                                      const Op& op) {
-  const elem_range share = ctx.template partition<T>(count);
-  if (share.len == 0) return ctx.finish(0);
-  const std::uint64_t s = ctx.round;
-  if (!dma::handshake(ctx, s, {in.place, 0})) return false;
-  const std::size_t at = static_cast<std::size_t>(ctx.rank()) * count + share.begin;
-  pass<T>(ctx, share.len, in_symmetric<T>{in + at}, out_local<T>{out + share.begin}, op, true);
-  return dma::handshake(ctx, s + 1, {0, 0}) && ctx.finish(2, true);
+  return detail::zero_copy_frame<T>(ctx, count, in.place, 0, [&](elem_range share) {
+    const std::size_t at = static_cast<std::size_t>(ctx.rank()) * count + share.begin;
+    pass<T>(ctx, share.len, in_symmetric<T>{in + at}, out_local<T>{out + share.begin}, op, true);
+  });
 }
 
 /// All-gather: block r of out (world blocks of count) = rank r's input. `in` symmetric, the
@@ -58,18 +67,15 @@ template <class Ctx, class T, class Op>
 ARK_HD bool all_gather_zero_copy(const Ctx& ctx, symmetric<const T> in, T* out, std::size_t count,
                                  const Op& op) {
   const int world = ctx.world(), rank = ctx.rank();
-  const elem_range share = ctx.template partition<T>(count);
-  if (share.len == 0) return ctx.finish(0);
   const bool in_place = in.local == out;
-  const std::uint64_t s = ctx.round;
-  if (!dma::handshake(ctx, s, {in.place, 0})) return false;
-  for (int k = in_place ? 1 : 0; k < world; ++k) {
-    const int r = (rank + k) % world;
-    const std::size_t block = static_cast<std::size_t>(r) * count + share.begin;
-    pass<T>(ctx, share.len, in_remote<T>{in.on(r) + (in_place ? block : share.begin)},
-            out_local<T>{out + block}, op, false);
-  }
-  return dma::handshake(ctx, s + 1, {0, 0}) && ctx.finish(2, true);
+  return detail::zero_copy_frame<T>(ctx, count, in.place, 0, [&](elem_range share) {
+    for (int k = in_place ? 1 : 0; k < world; ++k) {
+      const int r = (rank + k) % world;
+      const std::size_t block = static_cast<std::size_t>(r) * count + share.begin;
+      pass<T>(ctx, share.len, in_remote<T>{in.on(r) + (in_place ? block : share.begin)},
+              out_local<T>{out + block}, op, false);
+    }
+  });
 }
 
 /// Runs collective K (all_reduce, reduce_scatter or all_gather) zero-copy.

@@ -127,9 +127,7 @@ public:
   symmetric<T> symmetric_of(T* p, std::size_t count, int rank) const {
     const registration* w = find(p, count * sizeof(T), rank);
     if (!w) return {p, nullptr, 0};
-    const auto offset = static_cast<std::uint64_t>(reinterpret_cast<const std::byte*>(p) - w->base[rank]);
-    return {p, reinterpret_cast<const std::uintptr_t*>(w->table.ptr),
-            w->serial << symmetric<T>::place_shift | offset};
+    return {p, reinterpret_cast<const std::uintptr_t*>(w->table.ptr), place_of(*w, p, rank)};
   }
 
   /// `out` (out_count elements) as every rank's registered recv buffer, and where it lies;
@@ -141,10 +139,9 @@ public:
       detail::throw_invalid(call,
                             "the copy-engine path writes straight into the peers' recv buffers: register "
                             "the recv buffer first (register_buffer)");
-    placed_window p{*w, 0};
+    placed_window p{*w, place_of(*w, out, rank)};
     const std::size_t shift = reinterpret_cast<const std::byte*>(out) - w->base[rank];
     for (int r = 0; r < world; ++r) p.v.base[r] += shift;
-    p.place = w->serial << 48 ^ shift;
     return p;
   }
 
@@ -158,6 +155,13 @@ public:
   }
 
 private:
+  /// Where p lies: which registration, and the offset in it (symmetric<T>::place; the
+  /// copy-engine paths hash it too).
+  static std::uint64_t place_of(const registration& w, const void* p, int rank) {
+    const auto offset = static_cast<std::uint64_t>(static_cast<const std::byte*>(p) - w.base[rank]);
+    return w.serial << symmetric<int>::place_shift | offset;
+  }
+
   /// Unmaps the peers' parts of a window (those mapped so far) and frees its table.
   static void close(registration& w, int rank, int world) noexcept {
     for (int r = 0; r < world; ++r)

@@ -109,16 +109,17 @@ int iterations(std::size_t bytes, bool quick) {
 }
 
 /// The same over symmetric buffers: zero-copy (algo::zero_copy).
-__global__ void device_loop_zero_copy(const ark::device_comm<gpu> comm, ark::symmetric<const float> in,
-                                      ark::symmetric<float> out, std::size_t n, int iters) {
+__global__ void __launch_bounds__(512, 1)
+    device_loop_zero_copy(const ark::device_comm<gpu> comm, ark::symmetric<const float> in,
+                          ark::symmetric<float> out, std::size_t n, int iters) {
   ark::block_scope block;
   for (int i = 0; i < iters; ++i)
     if (!comm.all_reduce(block, blockIdx.x, gridDim.x, in, out, n)) return;
 }
 
 template <class A>
-__global__ void device_loop(const ark::device_comm<gpu> comm, const float* in, float* out, std::size_t n,
-                            int iters) {
+__global__ void __launch_bounds__(512, 1)
+    device_loop(const ark::device_comm<gpu> comm, const float* in, float* out, std::size_t n, int iters) {
   ark::block_scope block;
   for (int i = 0; i < iters; ++i)
     if (!comm.all_reduce<A, ark::dma::automatic>(block, blockIdx.x, gridDim.x, in, out, n)) return;

@@ -82,7 +82,7 @@ struct args {
 };
 
 template <int V>
-__global__ void anatomy(const ARK_GRID_CONSTANT args a) {
+__global__ void __launch_bounds__(512, 1) anatomy(const ARK_GRID_CONSTANT args a) {
 #if defined(ARK_DEVICE_PASS)
   ark::detail::gpu::follow_previous_grid(); // launched early: the previous call's kernel ends first
 #endif

@@ -71,7 +71,7 @@ struct sliced_calls {
 };
 
 template <class B, class Loop>
-__global__ void persistent_kernel(const Loop loop) {
+__global__ void __launch_bounds__(512, 1) persistent_kernel(const Loop loop) {
   ark::block_scope block;
   loop(loop.comm.template make_context<B>(block, blockIdx.x, gridDim.x, ark::call_desc{}));
 }
@@ -79,8 +79,9 @@ __global__ void persistent_kernel(const Loop loop) {
 /// `calls` all-reduces (max) of n floats from inside one kernel: even ranks call A (algo::one_step
 /// or one_step_world<2>), odd ranks one_shot (the same protocol). A failed call counts in *failed.
 template <class A>
-__global__ void one_step_calls(const ark::device_comm<gpu> comm, int rank, const float* in, float* out,
-                               std::size_t n, int calls, int* failed) {
+__global__ void __launch_bounds__(512, 1)
+    one_step_calls(const ark::device_comm<gpu> comm, int rank, const float* in, float* out, std::size_t n,
+                   int calls, int* failed) {
   ark::block_scope block;
   using B = ark::dma::ll_packet<4>;
   for (int k = 0; k < calls; ++k) {

@@ -205,7 +205,8 @@ TEST_CASE("gpu device graphs: a peer that never joins is a timeout" * needs_gpus
 }
 
 template <class B>
-__global__ void device_side_all_reduce(ark::device_comm<gpu> comm, float* d, std::size_t n) {
+__global__ void __launch_bounds__(512, 1)
+    device_side_all_reduce(ark::device_comm<gpu> comm, float* d, std::size_t n) {
   ark::block_scope block;
   comm.all_reduce<ark::algo::one_shot, B>(block, blockIdx.x, gridDim.x, d, d, n);
 }

@@ -25,7 +25,9 @@ TEST_CASE("layout: sections are ordered, disjoint and sized by the configuration
   CHECK(l.head_off < l.ack_off);
   CHECK(l.ack_off < l.bar_off);
   CHECK(l.hdr_off < l.data_off);
-  CHECK(l.ll_off - l.data_off == 5u * 5 * 5 * 4096);
+  // channels for the peers only: 5 workers x 4 peers x 5 slots
+  CHECK(l.peers() == 4);
+  CHECK(l.ll_off - l.data_off == 5u * 4 * 5 * 4096);
   // the point-to-point workers' step counters: one per peer and direction, inside their section
   CHECK(l.state_off < l.pair_off);
   CHECK(l.pair_off < l.ce_off);
@@ -36,27 +38,41 @@ TEST_CASE("layout: sections are ordered, disjoint and sized by the configuration
   CHECK(l.ll_slot_stride >= 2 * 1024 + 32);
   CHECK(l.has_staging());
   std::byte* base = nullptr;
-  // the slot of step k is step % slots; distinct (worker, peer) pairs never share slots
-  CHECK(l.data(base, 1, 2, 7) == l.data(base, 1, 2, 2));
-  CHECK(l.data(base, 1, 2, 0) != l.data(base, 2, 1, 0));
-  CHECK(l.data(base, 2, 4, 4) + 4096 <= base + l.ll_off);
+  // every (owner, peer) pair of a worker has its own channel, numbered from 0 without gaps
+  for (int owner = 0; owner < 5; ++owner) {
+    std::set<std::uint64_t> links;
+    for (int peer = 0; peer < 5; ++peer)
+      if (peer != owner) {
+        const ark::link k = l.link_of(2, owner, peer);
+        CHECK(links.insert(k.index).second);
+        CHECK(ark::layout::peer_of(owner, unsigned(k.index - 2 * l.peers())) == peer);
+      }
+    CHECK(*links.begin() == 2 * l.peers());
+    CHECK(*links.rbegin() == 3 * l.peers() - 1);
+  }
+  // the slot of step k is step % slots; distinct channels never share slots
+  const ark::link a = l.link_of(1, 0, 2), b = l.link_of(2, 1, 0), last = l.link_of(4, 4, 3);
+  CHECK(l.data(base, a, 7) == l.data(base, a, 2));
+  CHECK(l.data(base, a, 0) != l.data(base, b, 0));
+  CHECK(l.data(base, last, 4) + 4096 == base + l.ll_off);
   // LL slots: rounded up to a power of two (8 for 5), the step masked; every slot of every channel
   // distinct and inside the LL section
   CHECK(l.ll_slots == 8);
-  CHECK(l.stage_off - l.ll_off == 5u * 5 * 8 * l.ll_slot_stride);
-  CHECK(l.ll(base, 1, 2, 13) == l.ll(base, 1, 2, 5));
-  CHECK(l.ll(base, 1, 2, 13) != l.ll(base, 1, 2, 8));
-  CHECK(l.ll(base, 1, 2, (std::uint64_t{1} << 40) + 3) == l.ll(base, 1, 2, 3));
+  CHECK(l.stage_off - l.ll_off == 5u * 4 * 8 * l.ll_slot_stride);
+  CHECK(l.ll(base, a, 13) == l.ll(base, a, 5));
+  CHECK(l.ll(base, a, 13) != l.ll(base, a, 8));
+  CHECK(l.ll(base, a, (std::uint64_t{1} << 40) + 3) == l.ll(base, a, 3));
   std::set<const std::uint64_t*> seen;
-  for (unsigned w = 0; w < 3; ++w)
+  for (unsigned w = 0; w < 5; ++w)
     for (int src = 0; src < 5; ++src)
-      for (std::uint64_t step = 0; step < 8; ++step) {
-        const auto* p = l.ll(base, w, src, step);
+      for (std::uint64_t step = 0; src != 3 && step < 8; ++step) {
+        const auto* p = l.ll(base, l.link_of(w, 3, src), step);
         CHECK(seen.insert(p).second);
         CHECK(reinterpret_cast<const std::byte*>(p) >= base + l.ll_off);
         CHECK(reinterpret_cast<const std::byte*>(p) + l.ll_slot_stride <= base + l.stage_off);
       }
-  CHECK(l.stage(base, 4, 4, 4) + 4096 == base + l.total);
+  CHECK(seen.size() == 5u * 4 * 8);
+  CHECK(l.stage(base, last, 4) + 4096 == base + l.total);
   c.staging = false;
   CHECK_FALSE(ark::make_layout(5, c).has_staging());
   c.max_depth = 0;

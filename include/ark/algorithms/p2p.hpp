@@ -170,7 +170,7 @@ ARK_HD bool run_p2p(G& g, const team_view& t, unsigned worker, unsigned workers,
   // a send ends once its receiver consumed its last step
   for (unsigned i = 0; ok && i < n; ++i)
     if (list[i].kind == p2p_op::send)
-      ok = dma::wait_flag(any, l.ack(me, w, list[i].peer), first[i] + steps[i], wait_kind::credit,
+      ok = dma::wait_flag(any, l.ack(me, any.in_link(list[i].peer)), first[i] + steps[i], wait_kind::credit,
                           list[i].peer);
   ok = B::flush(any) && ok;
   if constexpr (requires { B::finish(any); }) B::finish(any);

@@ -4,17 +4,20 @@
 // Pass it by value to your own kernel; every thread block of that kernel (a worker) can then run
 // whole collectives with its peers, with no CPU on the path:
 //
-//   __global__ void step(ark::device_comm<ark::platform::cuda> comm, float* grad, std::size_t n) {
+//   __global__ void __launch_bounds__(512, 1)
+//   step(ark::device_comm<ark::platform::cuda> comm, float* grad, std::size_t n) {
 //     ark::block_scope block;
 //     comm.all_reduce<ark::algo::one_shot, ark::dma::ll_packet<4>>(block, blockIdx.x, gridDim.x, grad, grad,
 //     n);
 //   }
 //
-// Rules: every rank calls the same collectives in the same order with the same worker count
-// and block size (algo::one_step decides from the block size whether a share fits its one step);
-// each worker handles its own share of the data (join your blocks with a grid barrier before
-// reading other blocks' results); workers must not exceed the communicator's `team.workers`.
-// A call's threads read `in` as soon as they enter it, with their own mapping of elements to
+// Rules: declare the bounds of your blocks (as above, up to 512 threads, the block size the
+// library's own kernel is compiled for): without them the compiler may give a thread more
+// registers than a 512-thread block can hold, and the launch fails. Every rank calls the same collectives in
+// the same order with the same worker count and block size (algo::one_step decides from the block size
+// whether a share fits its one step); each worker handles its own share of the data (join your blocks with a
+// grid barrier before reading other blocks' results); workers must not exceed the communicator's
+// `team.workers`. A call's threads read `in` as soon as they enter it, with their own mapping of elements to
 // threads: sync the scope (block.sync()) between your writes to `in` and the call. Outputs are
 // visible to the whole scope when the call returns. A call returns false when it failed (a
 // timeout, a mismatch, an abort; the communicator's error record says which): that worker's

@@ -83,7 +83,7 @@ tuning default_tuning() {
 /// world (team_config::scratch_budget): up to 128 workers with slots of 128 to 512 KB, which
 /// keeps large messages' bandwidth (docs/perf.md, "Bounded scratch"); memory() and
 /// required_scratch() say what a configuration holds. Explicit slot_bytes take the region back
-/// to workers x world x (max_depth + 1) slots.
+/// to workers x (world - 1) x (max_depth + 1) slots.
 template <device P>
 team_config default_team() {
   team_config c;

@@ -119,7 +119,7 @@ ARK_HD bool wait_credit(const Ctx& ctx, int p, std::uint64_t step, unsigned dept
   // and refuses once an earlier call of this worker failed (context::failed_before): that call
   // did not pass its step, and this one would write it again where a late peer may still read it
   // (open_recv refuses too: it would read the late peer's data of the failed call as its own)
-  return ctx.wait_geq(ctx.lay().ack(ctx.local(), ctx.worker, p), step > depth ? step - depth : 0,
+  return ctx.wait_geq(ctx.lay().ack(ctx.local(), ctx.in_link(p)), step > depth ? step - depth : 0,
                       wait_kind::credit, p, true) &&
          !ctx.failed_before;
 }
@@ -132,7 +132,7 @@ template <class Ctx>
 ARK_HD void raise_acks(const Ctx& ctx, peers ps, std::uint64_t step) {
   using P = typename Ctx::platform;
   for_each_peer(ctx, ps, [&](int p) {
-    P::store_after_reads(ctx.lay().ack(ctx.remote(p), ctx.worker, ctx.rank()), step + 1);
+    P::store_after_reads(ctx.lay().ack(ctx.remote(p), ctx.out_link(p)), step + 1);
     return true;
   });
 }
@@ -158,21 +158,21 @@ ARK_HD bool handshake(const Ctx& ctx, std::uint64_t step, const std::uint64_t (&
   ctx.g.sync(); // every thread's stores before the fence of the thread that announces them
   const bool sent = for_each_peer(ctx, peers::all(), [&](int p) {
     if (!wait_credit(ctx, p, step, Ctx::backend::depth)) return false;
-    slot_header* h = l.hdr(ctx.remote(p), ctx.worker, ctx.rank(), step);
+    slot_header* h = l.hdr(ctx.remote(p), ctx.out_link(p), step);
     P::store_relaxed(&h->count, ctx.desc.count);
     P::store_relaxed(&h->meta, ctx.desc.meta);
     P::store_relaxed(&h->step, step);
     P::store_relaxed(&h->place[0], place[0]);
     P::store_relaxed(&h->place[1], place[1]);
     P::fence();
-    P::store_release(l.head(ctx.remote(p), ctx.worker, ctx.rank()), step + 1);
+    P::store_release(l.head(ctx.remote(p), ctx.out_link(p)), step + 1);
     return true;
   });
   if (ctx.g.sync_any(!sent)) return false;
   const bool ok = for_each_peer(ctx, peers::all(), [&](int p) {
-    if (!ctx.wait_geq(l.head(ctx.local(), ctx.worker, p), step + 1, wait_kind::data, p) || ctx.failed_before)
+    if (!ctx.wait_geq(l.head(ctx.local(), ctx.in_link(p)), step + 1, wait_kind::data, p) || ctx.failed_before)
       return false;
-    const slot_header* h = l.hdr(ctx.local(), ctx.worker, p, step);
+    const slot_header* h = l.hdr(ctx.local(), ctx.in_link(p), step);
     call_desc d;
     d.count = P::load_relaxed(&h->count);
     d.meta = P::load_relaxed(&h->meta);

@@ -71,13 +71,16 @@ ARK_HD inline std::uint32_t graph_ticket_of(const layout& l, unsigned w, int pee
 ARK_HD inline graph_route route_request(const team_view& t, unsigned w, const engine_request& r) {
   graph_route g;
   const layout& l = t.lay;
-  const auto first = reinterpret_cast<std::uint64_t>(l.stage(t.local(), w, 0, 0));
-  if (w >= l.all_workers() || r.src < first || r.bytes == 0 || r.bytes > l.slot_bytes) return g;
+  if (w >= l.all_workers() || l.world < 2) return g;
+  // our staging slots of worker w: its channels' one after the other, by peer (layout::link_of)
+  const auto first =
+      reinterpret_cast<std::uint64_t>(l.stage(t.local(), ark::link{std::uint64_t(w) * l.peers()}, 0));
+  if (r.src < first || r.bytes == 0 || r.bytes > l.slot_bytes) return g;
   const std::uint64_t off = r.src - first;
-  if (off % l.slot_bytes || off / l.slot_bytes >= std::uint64_t(l.world) * l.slots) return g;
-  const int peer = static_cast<int>(off / l.slot_bytes / l.slots);
+  if (off % l.slot_bytes || off / l.slot_bytes >= std::uint64_t(l.peers()) * l.slots) return g;
+  const int peer = layout::peer_of(t.rank, static_cast<unsigned>(off / l.slot_bytes / l.slots));
   const unsigned slot = static_cast<unsigned>(off / l.slot_bytes % l.slots);
-  if (peer == t.rank || r.dst != reinterpret_cast<std::uint64_t>(l.data(t.base[peer], w, t.rank, slot)))
+  if (r.dst != reinterpret_cast<std::uint64_t>(l.data(t.base[peer], l.link_of(w, peer, t.rank), slot)))
     return g;
   unsigned cls = graph_classes(l) - 1;
   while (graph_class_bytes(l, cls) < r.bytes) --cls;
@@ -100,8 +103,8 @@ ARK_HD inline graph_copy graph_copy_of(const team_view& t, std::uint32_t ticket,
   const std::uint64_t chan = ticket / l.slots;
   const auto w = static_cast<unsigned>(chan / l.world);
   const int peer = static_cast<int>(chan % l.world);
-  return {l.data(t.base[peer], w, t.rank, slot), l.stage(t.local(), w, peer, slot),
-          graph_class_bytes(l, cls)};
+  return {l.data(t.base[peer], l.link_of(w, peer, t.rank), slot),
+          l.stage(t.local(), l.link_of(w, t.rank, peer), slot), graph_class_bytes(l, cls)};
 }
 
 /// What the launcher tells the signal step of a (w, peer, slot) copy before launching it.

@@ -147,22 +147,22 @@ struct ll_packet : thread_transfers<Depth> {
 
   template <class Ctx>
   ARK_HD static ll_writer<typename Ctx::platform> tx(const Ctx& ctx, int peer, std::uint64_t step) {
-    return writer(ctx, ctx.lay().ll(ctx.remote(peer), ctx.worker, ctx.rank(), step), step);
+    return writer(ctx, ctx.lay().ll(ctx.remote(peer), ctx.out_link(peer), step), step);
   }
 
   template <class Ctx>
   ARK_HD static ll_reader<typename Ctx::platform> rx(const Ctx& ctx, int peer, std::uint64_t step) {
-    return reader(ctx, ctx.lay().ll(ctx.local(), ctx.worker, peer, step), peer, step);
+    return reader(ctx, ctx.lay().ll(ctx.local(), ctx.in_link(peer), step), peer, step);
   }
 
   /// Our channel into peer p's slots (where tx stores), and peer p's into ours (where rx polls).
   template <class Ctx>
   ARK_HD static ll_channel out_channel(const Ctx& ctx, int p) {
-    return channel(ctx.lay(), ctx.lay().ll_first(ctx.remote(p), ctx.worker, ctx.rank()));
+    return channel(ctx.lay(), ctx.lay().ll_first(ctx.remote(p), ctx.out_link(p)));
   }
   template <class Ctx>
   ARK_HD static ll_channel in_channel(const Ctx& ctx, int p) {
-    return channel(ctx.lay(), ctx.lay().ll_first(ctx.local(), ctx.worker, p));
+    return channel(ctx.lay(), ctx.lay().ll_first(ctx.local(), ctx.in_link(p)));
   }
   /// tx and rx on a channel computed beforehand: the same writer and reader.
   template <class Ctx>

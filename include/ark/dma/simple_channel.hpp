@@ -43,14 +43,14 @@ struct simple_channel {
   template <class Ctx>
   ARK_HD static slot_writer<typename Ctx::platform> tx(const Ctx& ctx, int peer, std::uint64_t step) {
     if constexpr (B::direct)
-      return {ctx.lay().data(ctx.remote(peer), ctx.worker, ctx.rank(), step)};
+      return {ctx.lay().data(ctx.remote(peer), ctx.out_link(peer), step)};
     else
-      return {ctx.lay().stage(ctx.local(), ctx.worker, peer, step)};
+      return {ctx.lay().stage(ctx.local(), ctx.in_link(peer), step)};
   }
 
   template <class Ctx>
   ARK_HD static slot_reader<typename Ctx::platform> rx(const Ctx& ctx, int peer, std::uint64_t step) {
-    return {ctx.lay().data(ctx.local(), ctx.worker, peer, step)};
+    return {ctx.lay().data(ctx.local(), ctx.in_link(peer), step)};
   }
 
   /// Waits until every addressed peer finished step - Depth - 1.
@@ -76,7 +76,7 @@ struct simple_channel {
       bool ok = true;
       if (ctx.g.thread_rank() == 0)
         ok = each_peer_in_order(ctx, ps, [&](int p) {
-          return post_step(ctx, p, step, ctx.lay().stage(ctx.local(), ctx.worker, p, step), bytes);
+          return post_step(ctx, p, step, ctx.lay().stage(ctx.local(), ctx.in_link(p), step), bytes);
         });
       return !ctx.g.sync_any(!ok);
     }
@@ -101,7 +101,7 @@ struct simple_channel {
       for (std::size_t i = ctx.g.thread_rank(); i < nv; i += ctx.g.size()) {
         const vec<16> v = load_prefix<P, 16>(s + 16 * i, bytes - 16 * i);
         each_peer_in_order(ctx, ps, [&](int p) {
-          P::template store<16>(ctx.lay().data(ctx.remote(p), ctx.worker, ctx.rank(), step) + 16 * i, v);
+          P::template store<16>(ctx.lay().data(ctx.remote(p), ctx.out_link(p), step) + 16 * i, v);
           return true;
         });
       }
@@ -109,7 +109,7 @@ struct simple_channel {
     } else {
       if (B::copies_only_slots(ctx)) { // the engine copies staging slots alone: stage first
         each_peer_in_order(ctx, ps, [&](int p) {
-          group_copy(ctx, ctx.lay().stage(ctx.local(), ctx.worker, p, step), src, bytes);
+          group_copy(ctx, ctx.lay().stage(ctx.local(), ctx.in_link(p), step), src, bytes);
           return true;
         });
         return close_send(ctx, ps, step, bytes);
@@ -127,10 +127,10 @@ struct simple_channel {
     using P = typename Ctx::platform;
     const bool ok = for_each_peer(ctx, ps, [&](int p) {
       // refused after the wait, as wait_credit does: the step is a failed call's
-      if (!ctx.wait_geq(ctx.lay().head(ctx.local(), ctx.worker, p), step + 1, wait_kind::data, p) ||
+      if (!ctx.wait_geq(ctx.lay().head(ctx.local(), ctx.in_link(p)), step + 1, wait_kind::data, p) ||
           ctx.failed_before)
         return false;
-      const slot_header* h = ctx.lay().hdr(ctx.local(), ctx.worker, p, step);
+      const slot_header* h = ctx.lay().hdr(ctx.local(), ctx.in_link(p), step);
       call_desc d;
       d.count = P::load_relaxed(&h->count);
       d.meta = P::load_relaxed(&h->meta);
@@ -158,7 +158,7 @@ private:
   template <class Ctx>
   ARK_HD static void write_header(const Ctx& ctx, int p, std::uint64_t step) {
     using P = typename Ctx::platform;
-    slot_header* h = ctx.lay().hdr(ctx.remote(p), ctx.worker, ctx.rank(), step);
+    slot_header* h = ctx.lay().hdr(ctx.remote(p), ctx.out_link(p), step);
     P::store_relaxed(&h->count, ctx.desc.count);
     P::store_relaxed(&h->meta, ctx.desc.meta);
     P::store_relaxed(&h->step, step);
@@ -170,7 +170,7 @@ private:
     using P = typename Ctx::platform;
     write_header(ctx, p, step);
     P::fence();
-    P::store_release(ctx.lay().head(ctx.remote(p), ctx.worker, ctx.rank()), step + 1);
+    P::store_release(ctx.lay().head(ctx.remote(p), ctx.out_link(p)), step + 1);
   }
 
   /// Engine backends (one thread): header, then a posted copy that raises head when it lands.
@@ -178,8 +178,8 @@ private:
   ARK_HD static bool post_step(const Ctx& ctx, int p, std::uint64_t step, const void* src,
                                std::size_t bytes) {
     write_header(ctx, p, step);
-    return B::post(ctx, ctx.lay().data(ctx.remote(p), ctx.worker, ctx.rank(), step), src, bytes,
-                   ctx.lay().head(ctx.remote(p), ctx.worker, ctx.rank()), step + 1);
+    return B::post(ctx, ctx.lay().data(ctx.remote(p), ctx.out_link(p), step), src, bytes,
+                   ctx.lay().head(ctx.remote(p), ctx.out_link(p)), step + 1);
   }
 };
 

@@ -110,6 +110,10 @@ public:
   ARK_HD const layout& lay() const { return team.lay; }
   ARK_HD std::byte* local() const { return team.local(); }
   ARK_HD std::byte* remote(int r) const { return team.base[r]; }
+  /// This worker's channel from peer p in our region (what p writes, we read) and ours in p's
+  /// region (what we write, p reads): layout::link_of.
+  ARK_HD ark::link in_link(int p) const { return team.lay.link_of(worker, rank(), p); }
+  ARK_HD ark::link out_link(int p) const { return team.lay.link_of(worker, p, rank()); }
 
   /// This worker's share of `count` elements.
   template <class T>
@@ -217,10 +221,10 @@ public:
     const int tid = static_cast<int>(g.thread_rank()), nt = static_cast<int>(g.size());
     g.sync();
     for (int p = tid; p < world(); p += nt)
-      if (p != rank()) P::store_release(lay().bar(remote(p), worker, rank()), epoch);
+      if (p != rank()) P::store_release(lay().bar(remote(p), out_link(p)), epoch);
     bool ok = true;
     for (int p = tid; p < world() && ok; p += nt)
-      if (p != rank()) ok = wait_geq(lay().bar(local(), worker, p), epoch, wait_kind::barrier, p);
+      if (p != rank()) ok = wait_geq(lay().bar(local(), in_link(p)), epoch, wait_kind::barrier, p);
     const bool failed = g.sync_any(!ok);
     if (g.thread_rank() == 0) st->bar_epoch = epoch;
     g.sync();
@@ -245,7 +249,7 @@ public:
     const std::uint64_t next = round + steps;
     if (!received_every_step)
       for (int p = static_cast<int>(g.thread_rank()); p < world(); p += static_cast<int>(g.size()))
-        if (p != rank()) P::store_after_reads(lay().ack(remote(p), worker, rank()), next);
+        if (p != rank()) P::store_after_reads(lay().ack(remote(p), out_link(p)), next);
     // a call that went on behind a failed one (every built-in send and receive refuses first)
     // keeps the mark and fails
     if (g.thread_rank() == 0)

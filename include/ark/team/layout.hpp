@@ -1,8 +1,8 @@
 // ark/team/layout.hpp: where everything lives inside one rank's symmetric region.
 //
 // Every rank allocates one region of the same size and layout; peers map it and write into it.
-// For each worker w (a GPU block or a host thread team) and each peer, the region holds (the
-// collectives' workers, then the point-to-point workers: layout::all_workers() of them):
+// For each worker w (a GPU block or a host thread team) and each peer, the region holds a channel
+// (the collectives' workers, then the point-to-point workers: layout::all_workers() of them):
 //
 //   head[w][src]   flag: the last pipeline step rank `src` announced to us       (written by src)
 //   ack[w][dst]    flag: the last step rank `dst` finished reading from us        (written by dst)
@@ -21,6 +21,12 @@
 //   ll[w][src][slot]    LL packets: 2 header packets + 16 bytes per 8 data bytes (slots rounded
 //                       up to a power of two)
 //   stage[w][dst][slot] local staging of what an engine backend sends to dst
+//
+// Channels exist for peers only (world - 1 per worker, none for the owner itself: a rank never
+// sends to itself through its region), so a budget's bytes all go to channels that carry data.
+// Which channel of a region serves a peer depends on the region's owner: layout::link_of(w, owner,
+// peer), which a context computes as in_link(p) (its own region, peer p) or out_link(p) (p's
+// region, peer itself); every accessor of a channel takes that link.
 //
 // An engine backend's request queues are not in the symmetric region (dma/engine_queue.hpp).
 //
@@ -59,7 +65,7 @@ struct team_config {
   /// world: the region holds slots for as many of `workers` as fit with slots of
   /// auto_slot_least bytes, then makes those slots as large as fit, up to auto_slot_most. The
   /// workers a call may use are then those (layout::workers). Explicit sizes (slot_bytes > 0)
-  /// are taken as given: the region grows with workers x world x (max_depth + 1) slots.
+  /// are taken as given: the region grows with workers x (world - 1) x (max_depth + 1) slots.
   std::size_t scratch_budget = 0;
   /// Automatic slots are never smaller than this unless one worker's slots would not fit:
   /// large messages lose no bandwidth down to it, and do below it (docs/perf.md, "Bounded
@@ -88,6 +94,11 @@ struct worker_state {
   static constexpr std::uint64_t exchanged_bit = std::uint64_t(1) << 63;
   static constexpr std::uint64_t failed_bit = std::uint64_t(1) << 62;
   std::uint64_t bar_epoch; ///< barriers passed
+};
+
+/// One channel of a region (layout::link_of): its index among the region's channels.
+struct link {
+  std::uint64_t index;
 };
 
 struct layout {
@@ -129,15 +140,18 @@ struct layout {
            (std::uint64_t(i) * world + unsigned(peer)) * 2 + (recv ? 1 : 0);
   }
 
-  ARK_HD std::uint64_t* head(std::byte* base, unsigned w, int src) const {
-    return flag(base, head_off, w, src);
+  /// The channels of one worker: world - 1 (one at world 1, which no call uses).
+  ARK_HD std::uint32_t peers() const { return world > 1 ? world - 1 : 1; }
+  /// The channel of worker w in `owner`'s region that serves rank `peer` (peer != owner).
+  ARK_HD ark::link link_of(unsigned w, int owner, int peer) const {
+    return {std::uint64_t(w) * peers() + unsigned(peer) - (peer > owner ? 1u : 0u)};
   }
-  ARK_HD std::uint64_t* ack(std::byte* base, unsigned w, int dst) const {
-    return flag(base, ack_off, w, dst);
-  }
-  ARK_HD std::uint64_t* bar(std::byte* base, unsigned w, int src) const {
-    return flag(base, bar_off, w, src);
-  }
+  /// The peer that the j-th channel of a worker in `owner`'s region serves (link_of's inverse).
+  ARK_HD static int peer_of(int owner, unsigned j) { return int(j) + (int(j) >= owner ? 1 : 0); }
+
+  ARK_HD std::uint64_t* head(std::byte* base, ark::link c) const { return flag(base, head_off, c); }
+  ARK_HD std::uint64_t* ack(std::byte* base, ark::link c) const { return flag(base, ack_off, c); }
+  ARK_HD std::uint64_t* bar(std::byte* base, ark::link c) const { return flag(base, bar_off, c); }
   ARK_HD std::uint32_t* claim(std::byte* base) const {
     return reinterpret_cast<std::uint32_t*>(base + claim_off);
   }
@@ -156,32 +170,31 @@ struct layout {
   ARK_HD worker_state* state(std::byte* base, unsigned w) const {
     return reinterpret_cast<worker_state*>(base + state_off + w * flag_stride);
   }
-  ARK_HD slot_header* hdr(std::byte* base, unsigned w, int src, std::uint64_t step) const {
+  ARK_HD slot_header* hdr(std::byte* base, ark::link c, std::uint64_t step) const {
     return reinterpret_cast<slot_header*>(base + hdr_off +
-                                          (chan(w, src) * slots + step % slots) * sizeof(slot_header));
+                                          (c.index * slots + step % slots) * sizeof(slot_header));
   }
-  ARK_HD std::byte* data(std::byte* base, unsigned w, int src, std::uint64_t step) const {
-    return base + data_off + (chan(w, src) * slots + step % slots) * slot_bytes;
+  ARK_HD std::byte* data(std::byte* base, ark::link c, std::uint64_t step) const {
+    return base + data_off + (c.index * slots + step % slots) * slot_bytes;
   }
-  ARK_HD std::uint64_t* ll(std::byte* base, unsigned w, int src, std::uint64_t step) const {
-    return reinterpret_cast<std::uint64_t*>(
-        base + ll_off + (chan(w, src) * ll_slots + (step & (ll_slots - 1))) * ll_slot_stride);
+  ARK_HD std::uint64_t* ll(std::byte* base, ark::link c, std::uint64_t step) const {
+    return reinterpret_cast<std::uint64_t*>(base + ll_off +
+                                            (c.index * ll_slots + (step & (ll_slots - 1))) * ll_slot_stride);
   }
   /// The first LL slot of a channel: ll() of its step 0; a step's is ll_slot_stride bytes on per
   /// slot, modulo ll_slots.
-  ARK_HD std::uint64_t* ll_first(std::byte* base, unsigned w, int src) const {
-    return reinterpret_cast<std::uint64_t*>(base + ll_off + chan(w, src) * ll_slots * ll_slot_stride);
+  ARK_HD std::uint64_t* ll_first(std::byte* base, ark::link c) const {
+    return reinterpret_cast<std::uint64_t*>(base + ll_off + c.index * ll_slots * ll_slot_stride);
   }
-  ARK_HD std::byte* stage(std::byte* base, unsigned w, int dst, std::uint64_t step) const {
-    return base + stage_off + (chan(w, dst) * slots + step % slots) * slot_bytes;
+  ARK_HD std::byte* stage(std::byte* base, ark::link c, std::uint64_t step) const {
+    return base + stage_off + (c.index * slots + step % slots) * slot_bytes;
   }
   ARK_HD bool has_staging() const { return staging != 0; }
   ARK_HD unsigned max_depth() const { return slots - 1; }
 
 private:
-  ARK_HD std::uint64_t chan(unsigned w, int peer) const { return std::uint64_t(w) * world + unsigned(peer); }
-  ARK_HD std::uint64_t* flag(std::byte* base, std::uint64_t off, unsigned w, int peer) const {
-    return reinterpret_cast<std::uint64_t*>(base + off + chan(w, peer) * flag_stride);
+  ARK_HD std::uint64_t* flag(std::byte* base, std::uint64_t off, ark::link c) const {
+    return reinterpret_cast<std::uint64_t*>(base + off + c.index * flag_stride);
   }
 };
 
@@ -202,7 +215,7 @@ inline layout place_layout(int world, unsigned workers, std::size_t slot_bytes, 
   l.ll_slot_bytes = c.ll_slot_bytes;
   l.ll_slots = std::bit_ceil(l.slots);
   l.ll_slot_stride = detail::align_up(2 * c.ll_slot_bytes + layout::ll_header_bytes, 256);
-  const std::uint64_t chans = std::uint64_t(l.all_workers()) * std::uint64_t(world);
+  const std::uint64_t chans = std::uint64_t(l.all_workers()) * l.peers();
   std::uint64_t off = 0;
   l.head_off = off, off += chans * layout::flag_stride;
   l.ack_off = off, off += chans * layout::flag_stride;

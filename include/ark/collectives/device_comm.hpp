@@ -13,13 +13,14 @@
 //
 // Rules: declare the bounds of your blocks (as above, up to 512 threads, the block size the
 // library's own kernel is compiled for): without them the compiler may give a thread more
-// registers than a 512-thread block can hold, and the launch fails. Every rank calls the same collectives in
-// the same order with the same worker count and block size (algo::one_step decides from the block size
-// whether a share fits its one step); each worker handles its own share of the data (join your blocks with a
-// grid barrier before reading other blocks' results); workers must not exceed the communicator's
-// `team.workers`. A call's threads read `in` as soon as they enter it, with their own mapping of elements to
-// threads: sync the scope (block.sync()) between your writes to `in` and the call. Outputs are
-// visible to the whole scope when the call returns. A call returns false when it failed (a
+// registers than a 512-thread block can hold, and the launch fails. Every rank calls the same
+// collectives in the same order with the same worker count and block size (algo::one_step
+// decides from the block size whether a share fits its one step); each worker handles its own
+// share of the data (join your blocks with a grid barrier before reading other blocks' results);
+// workers must not exceed the communicator's `team.workers`. A call's threads read `in` as soon
+// as they enter it, with their own mapping of elements to threads: sync the scope (block.sync())
+// between your writes to `in` and the call. Outputs are visible to the whole scope when the call
+// returns. A call returns false when it failed (a
 // timeout, a mismatch, an abort; the communicator's error record says which): that worker's
 // later calls then fail at once and store nothing; other workers learn of it only through their
 // own waits, so let one failed block tell the others (a flag of yours) if they must stop. The

@@ -72,9 +72,8 @@ ARK_HD inline graph_route route_request(const team_view& t, unsigned w, const en
   graph_route g;
   const layout& l = t.lay;
   if (w >= l.all_workers() || l.world < 2) return g;
-  // our staging slots of worker w: its channels' one after the other, by peer (layout::link_of)
-  const auto first =
-      reinterpret_cast<std::uint64_t>(l.stage(t.local(), ark::link{std::uint64_t(w) * l.peers()}, 0));
+  // our staging slots of worker w: its channels' one after the other, by peer (layout::link_at)
+  const auto first = reinterpret_cast<std::uint64_t>(l.stage(t.local(), l.link_at(w, 0), 0));
   if (r.src < first || r.bytes == 0 || r.bytes > l.slot_bytes) return g;
   const std::uint64_t off = r.src - first;
   if (off % l.slot_bytes || off / l.slot_bytes >= std::uint64_t(l.peers()) * l.slots) return g;

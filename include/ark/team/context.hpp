@@ -110,8 +110,9 @@ public:
   ARK_HD const layout& lay() const { return team.lay; }
   ARK_HD std::byte* local() const { return team.local(); }
   ARK_HD std::byte* remote(int r) const { return team.base[r]; }
-  /// This worker's channel from peer p in our region (what p writes, we read) and ours in p's
-  /// region (what we write, p reads): layout::link_of.
+  /// This worker's channel for peer p in our region (p writes its head, data and barrier flags
+  /// there; we keep our staging toward p and p's acks of our steps there) and ours in p's region
+  /// (where we write, p reads): layout::link_of.
   ARK_HD ark::link in_link(int p) const { return team.lay.link_of(worker, rank(), p); }
   ARK_HD ark::link out_link(int p) const { return team.lay.link_of(worker, p, rank()); }
 

@@ -142,9 +142,11 @@ struct layout {
 
   /// The channels of one worker: world - 1 (one at world 1, which no call uses).
   ARK_HD std::uint32_t peers() const { return world > 1 ? world - 1 : 1; }
+  /// The j-th channel of worker w in any region (j < peers()): a worker's channels are adjacent.
+  ARK_HD ark::link link_at(unsigned w, unsigned j) const { return {std::uint64_t(w) * peers() + j}; }
   /// The channel of worker w in `owner`'s region that serves rank `peer` (peer != owner).
   ARK_HD ark::link link_of(unsigned w, int owner, int peer) const {
-    return {std::uint64_t(w) * peers() + unsigned(peer) - (peer > owner ? 1u : 0u)};
+    return link_at(w, unsigned(peer) - (peer > owner ? 1u : 0u));
   }
   /// The peer that the j-th channel of a worker in `owner`'s region serves (link_of's inverse).
   ARK_HD static int peer_of(int owner, unsigned j) { return int(j) + (int(j) >= owner ? 1 : 0); }

@@ -24,6 +24,7 @@
 #include "ark/core/error.hpp"
 #include "ark/core/float16.hpp"
 #include "ark/ops/builtin.hpp"
+#include "ark/ops/dynamic.hpp"
 
 #include "ark/platform/platform.hpp"
 

@@ -10,6 +10,12 @@ TEST_CASE_TEMPLATE("all_reduce/thread_copy: every algorithm, op, world, depth an
       all_depths<ark::dma::thread_copy>{}, all_ops{});
 }
 
+TEST_CASE("all_reduce: int8, every op, over thread copies and LL packets") {
+  run_matrix<ark::collective::all_reduce, std::int8_t>(
+      type_list<ark::algo::one_shot, ark::algo::ring>{},
+      type_list<ark::dma::thread_copy<2>, ark::dma::ll_packet<4>>{}, all_ops{});
+}
+
 TEST_CASE("all_reduce/thread_copy: teams of several threads per worker") {
   for (unsigned threads : {2u, 3u})
     for (int world : {2, 3}) {

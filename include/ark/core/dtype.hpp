@@ -8,9 +8,9 @@
 
 namespace ark {
 
-enum class dtype : std::uint8_t { f32 = 0, f64, i32, i64, u8, f16, bf16 };
+enum class dtype : std::uint8_t { f32 = 0, f64, i32, i64, u8, f16, bf16, i8 };
 
-inline constexpr int dtype_count = 7;
+inline constexpr int dtype_count = 8;
 
 template <class T>
 struct dtype_traits; // undefined for types ark does not reduce
@@ -29,6 +29,7 @@ ARK_DTYPE_TRAITS(std::int64_t, i64, std::int64_t, "int64")
 ARK_DTYPE_TRAITS(std::uint8_t, u8, std::uint8_t, "uint8")
 ARK_DTYPE_TRAITS(fp16, f16, float, "fp16")
 ARK_DTYPE_TRAITS(bf16, bf16, float, "bf16")
+ARK_DTYPE_TRAITS(std::int8_t, i8, std::int8_t, "int8")
 #undef ARK_DTYPE_TRAITS
 
 /// True for the element types listed above.
@@ -55,12 +56,12 @@ ARK_HD ARK_FORCEINLINE T from_acc(acc_t<T> v) {
 }
 
 inline const char* to_string(dtype t) {
-  constexpr const char* names[] = {"float", "double", "int32", "int64", "uint8", "fp16", "bf16"};
+  constexpr const char* names[] = {"float", "double", "int32", "int64", "uint8", "fp16", "bf16", "int8"};
   return names[static_cast<int>(t)];
 }
 
 inline std::size_t size_of(dtype t) {
-  constexpr std::size_t sizes[] = {4, 8, 4, 8, 1, 2, 2};
+  constexpr std::size_t sizes[] = {4, 8, 4, 8, 1, 2, 2, 1};
   return sizes[static_cast<int>(t)];
 }
 

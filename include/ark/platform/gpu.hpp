@@ -325,6 +325,12 @@ public:
   }
   /// Makes `device` the calling thread's current GPU (a thread that serves a rank: its proxy).
   static void use_device(int device) { detail::rt::check(detail::rt::set_device(device), "set device"); }
+  /// The calling thread's current GPU.
+  static int current_device() {
+    int device = 0;
+    detail::rt::check(detail::rt::get_device(&device), "get the current device");
+    return device;
+  }
   /// A copy ordered on `s` (a copy engine moves it; between any two addresses either GPU reaches).
   static void copy_async(void* dst, const void* src, std::size_t bytes, stream s) {
     detail::rt::check(detail::rt::memcpy_async(dst, src, bytes, s), "copy");

@@ -264,6 +264,13 @@ inline result async_result(const error_record& e) {
   return result::internal_error;
 }
 
+/// Refuses a value that is not one of NCCL's data types.
+inline void check_type(data_type t, const char* call) {
+  if (!valid(t))
+    fail(result::invalid_argument, call,
+         "datatype " + std::to_string(static_cast<int>(t)) + " is not an NCCL type");
+}
+
 // -- unique ids ----------------------------------------------------------------------------------
 /// What a unique id holds: a tag, and the rendezvous path that rank 0 listens on.
 struct id_body {
@@ -272,6 +279,16 @@ struct id_body {
 };
 static_assert(sizeof(id_body) <= id_bytes);
 inline constexpr char id_tag[8] = {'a', 'r', 'k', '-', 'n', 'c', 'l', '1'};
+
+/// The id naming rendezvous path `dir` + `name`.
+inline unique_id id_at(const std::string& dir, const char* name) {
+  unique_id id{};
+  id_body b{};
+  std::memcpy(b.tag, id_tag, sizeof id_tag);
+  std::snprintf(b.path, sizeof b.path, "%s%s", dir.c_str(), name);
+  std::memcpy(id.internal, &b, sizeof b);
+  return id;
+}
 
 /// A fresh id: a path no other id names (random, under $TMPDIR if it is short enough, else /tmp).
 inline unique_id make_id() {
@@ -287,12 +304,7 @@ inline unique_id make_id() {
   if (const char* t = std::getenv("TMPDIR"); t && *t && std::strlen(t) < 48) dir = t;
   char name[40];
   std::snprintf(name, sizeof name, "/arknccl-%016llx", static_cast<unsigned long long>(r));
-  unique_id id{};
-  id_body b{};
-  std::memcpy(b.tag, id_tag, sizeof id_tag);
-  std::snprintf(b.path, sizeof b.path, "%s%s", dir.c_str(), name);
-  std::memcpy(id.internal, &b, sizeof b);
-  return id;
+  return id_at(dir, name);
 }
 
 /// The rendezvous path of an id; refuses ids this library did not make.
@@ -316,13 +328,9 @@ inline unique_id derived_id(const std::string& parent, std::uint64_t split, int 
   mix(parent.data(), parent.size());
   mix(&split, sizeof split);
   mix(&color, sizeof color);
-  unique_id id{};
-  id_body b{};
-  std::memcpy(b.tag, id_tag, sizeof id_tag);
-  const std::string dir = parent.substr(0, parent.rfind('/'));
-  std::snprintf(b.path, sizeof b.path, "%s/arknccl-%016llx", dir.c_str(), static_cast<unsigned long long>(h));
-  std::memcpy(id.internal, &b, sizeof b);
-  return id;
+  char name[40];
+  std::snprintf(name, sizeof name, "/arknccl-%016llx", static_cast<unsigned long long>(h));
+  return id_at(parent.substr(0, parent.rfind('/')), name);
 }
 
 // -- communicators -------------------------------------------------------------------------------
@@ -635,22 +643,25 @@ result submit(const char* call, comm<P>* c, typename P::stream s, bool p2p,
 }
 
 // -- the API -------------------------------------------------------------------------------------
+/// Initializes c now, or at the end of the open group (NCCL's way to set up several GPUs from one
+/// thread: each rank inits at the end, together); hands it to *out either way.
+template <device P>
+void start(std::unique_ptr<comm<P>> c, comm<P>** out) {
+  auto& g = group<P>::mine();
+  if (g.depth > 0)
+    g.inits.push_back([raw = c.get()] { raw->init(); });
+  else
+    c->init();
+  *out = c.release();
+}
+
 template <device P>
 result init_rank(comm<P>** out, int world, const unique_id& id, int rank, const comm_config& cfg,
                  const char* call = "ncclCommInitRank") {
   return guard(call, [&] {
     if (!out) fail(result::invalid_argument, call, "comm is NULL");
     *out = nullptr;
-    auto c = std::make_unique<comm<P>>(id, world, rank, cfg, current_device<P>(), call);
-    comm<P>* raw = c.get();
-    auto& g = group<P>::mine();
-    if (g.depth > 0) { // NCCL's way to set up several GPUs from one thread: each inits at the end
-      g.inits.push_back([raw] { raw->init(); });
-      *out = c.release();
-      return;
-    }
-    c->init();
-    *out = c.release();
+    start(std::make_unique<comm<P>>(id, world, rank, cfg, current_device<P>(), call), out);
   });
 }
 
@@ -702,17 +713,9 @@ result split(comm<P>* parent, int color, int key, comm<P>** out, const comm_conf
     });
     int new_rank = 0;
     while (members[new_rank].rank != parent->rank()) ++new_rank;
-    auto c = std::make_unique<comm<P>>(derived_id(parent->path(), n, color), static_cast<int>(members.size()),
-                                       new_rank, cfg, parent->device(), call);
-    comm<P>* raw = c.get();
-    auto& g = group<P>::mine();
-    if (g.depth > 0) {
-      g.inits.push_back([raw] { raw->init(); });
-      *out = c.release();
-      return;
-    }
-    c->init();
-    *out = c.release();
+    start(std::make_unique<comm<P>>(derived_id(parent->path(), n, color), static_cast<int>(members.size()),
+                                    new_rank, cfg, parent->device(), call),
+          out);
   });
 }
 
@@ -750,9 +753,7 @@ result create_premul_sum(int* op, const void* scalar, data_type t, scalar_reside
   const char* call = "ncclRedOpCreatePreMulSum";
   return guard(call, [&] {
     if (!op || !scalar || !c) fail(result::invalid_argument, call, "op, scalar or comm is NULL");
-    if (!valid(t))
-      fail(result::invalid_argument, call,
-           "datatype " + std::to_string(static_cast<int>(t)) + " is not an NCCL type");
+    check_type(t, call);
     const auto as = reduced_as(t, op::dynamic::kind::premul_sum);
     if (!as) fail(result::invalid_argument, call, std::string("ark does not scale ") + name_of(t));
     op::dynamic d{op::dynamic::kind::premul_sum};
@@ -791,9 +792,7 @@ result reduction(const char* call, comm<P>* c, data_type t, int op, typename P::
   ark::dtype as{};
   const result r = guard(call, [&] {
     if (!c) fail(result::invalid_argument, call, "comm is NULL");
-    if (!valid(t))
-      fail(result::invalid_argument, call,
-           "datatype " + std::to_string(static_cast<int>(t)) + " is not an NCCL type");
+    check_type(t, call);
     d = c->op_of(op, t, call);
     const auto e = reduced_as(t, d.k);
     if (!e)
@@ -813,11 +812,7 @@ result reduction(const char* call, comm<P>* c, data_type t, int op, typename P::
 /// byte counts).
 template <device P, class F>
 result movement(const char* call, comm<P>* c, data_type t, typename P::stream s, bool p2p, F f) {
-  const result r = guard(call, [&] {
-    if (!valid(t))
-      fail(result::invalid_argument, call,
-           "datatype " + std::to_string(static_cast<int>(t)) + " is not an NCCL type");
-  });
+  const result r = guard(call, [&] { check_type(t, call); });
   if (r != result::success) return r;
   log(2, std::string(call) + " " + name_of(t) + ": ark");
   return submit<P>(call, c, s, p2p, [=](ark::communicator<P>& a) { f(a, c->options(s), size_of(t)); });

@@ -32,8 +32,10 @@ struct symmetric {
   ARK_HD T* on(int r) const { return reinterpret_cast<T*>(bases[r] + (place & offset_mask)); }
   /// The same buffer from `n` elements on (a block, a worker's share).
   ARK_HD symmetric operator+(std::size_t n) const { return {local + n, bases, place + n * sizeof(T)}; }
-  /// The read-only view of the same buffer.
-  ARK_HD operator symmetric<const T>() const requires(!std::is_const_v<T>) { return {local, bases, place}; }
+  /// The read-only view of the same buffer (a template, so that symmetric<const T> declares no
+  /// conversion to itself).
+  template <class U = T>
+  requires(!std::is_const_v<U>) ARK_HD operator symmetric<const U>() const { return {local, bases, place}; }
 };
 
 static_assert(std::is_trivially_copyable_v<symmetric<float>>);

@@ -21,13 +21,16 @@
 // (n-1)/n, send/recv algbw.
 //
 //   build/bench/ark_bench [--min BYTES] [--max BYTES] [--csv FILE] [--quick] [--no-early] [--registered]
+//   [--user-stream]
 //                         [--slot BYTES] [--budget BYTES] [--workers N] [--per-worker BYTES] [--ll-per-worker
 //                         BYTES]
 //                         [--ce-min BYTES] [--ce-chunk BYTES] [--only VARIANT,...] [--ranks N]
 //                         [--op all_reduce|all_to_all|send_recv]
 // (--no-early: the communicators launch plainly, not early: communicator::config::early_launch;
-// --ranks: N ranks placed round-robin over the GPUs, NCCL left out when they share one (it refuses
-// two ranks on a GPU; keep --max small enough that every rank's blocks fit at once);
+// --user-stream: every call on a stream the bench makes, as NCCL programs call, not on ark's own;
+// --ranks: N ranks placed round-robin over the GPUs; where they share one, NCCL is tried and left out
+// when it refuses (NCCL does; ark's NCCL API, apps/nccl, preloaded in its place, serves it: the nccl
+// column is then the shim over ark); keep --max small enough that every rank's blocks fit at once);
 // --slot, --budget, --workers: team_config::slot_bytes, ::scratch_budget and ::workers instead of
 // the defaults (--slot: explicit slots, the region unbounded; --budget: automatic slots in that many bytes);
 // --per-worker,
@@ -49,6 +52,7 @@
 #include <vector>
 
 #if defined(ARK_COMPILER_CUDA)
+#include <dlfcn.h>
 #include <nccl.h>
 #define ARK_BENCH_NCCL 1
 #endif
@@ -78,6 +82,7 @@ struct options {
   bool quick = false;
   bool early_launch = true;         // communicator::config::early_launch (--no-early: plain launches)
   bool registered = false;          // the input registered too (--registered): zero-copy serves
+  bool user_stream = false;         // every call on a stream of the bench's, not ark's own (--user-stream)
   std::size_t slot_bytes = 0;       // team_config::slot_bytes (--slot; 0: the default)
   std::size_t budget = 0;           // team_config::scratch_budget (--budget; 0: the default)
   unsigned workers = 0;             // team_config::workers (--workers; 0: the default)
@@ -87,7 +92,7 @@ struct options {
   std::size_t ce_chunk = 0;         // communicator::config::ce_chunk_bytes (--ce-chunk; 0: the default)
   unsigned only = 0;                // variants to run, a bit each (--only; 0: all)
   int ranks = 0;                    // ranks, round-robin over the GPUs (--ranks; 0: one per GPU)
-  bool nccl = true;                 // NCCL beside ark (not when ranks share a GPU: NCCL refuses that)
+  bool nccl = true;                 // NCCL beside ark (when ranks share a GPU: where the library serves it)
   op_kind op = op_kind::all_reduce; // --op
   bool runs(variant v) const {
     return v == variant::nccl ? nccl : !only || (only >> static_cast<int>(v)) & 1u;
@@ -152,7 +157,11 @@ public:
     if (s.opt.ll_per_worker) cfg.tuning.ll_bytes_per_worker = s.opt.ll_per_worker;
     if (s.opt.ce_chunk) cfg.ce_chunk_bytes = s.opt.ce_chunk;
     comm_ = std::make_unique<comm_t>(ark::in_process_bootstrap(s.group, rank), cfg);
-    stream_ = comm_->stream();
+    if (s.opt.user_stream)
+      rt::check(rt::stream_create(&stream_), "stream");
+    else
+      stream_ = comm_->stream();
+    on_.stream = stream_;
     if (rank == 0) s.memory = comm_->memory();
     const std::size_t n = s.opt.max_bytes / sizeof(float) + 16;
     in_ = gpu::allocate(n * sizeof(float), device_);
@@ -171,6 +180,7 @@ public:
   ~rank_runner() {
     (void)rt::event_destroy(start_); // a destructor: nothing to report to
     (void)rt::event_destroy(stop_);
+    if (s_.opt.user_stream) (void)rt::stream_destroy(stream_);
     gpu::release(in_);
     gpu::release(out_);
   }
@@ -238,11 +248,11 @@ private:
     auto run = [&](auto b) {
       using B = decltype(b);
       if (a2a) {
-        comm_->all_to_all<B>(in(), out(), n);
+        comm_->all_to_all<B>(in(), out(), n, on_);
       } else {
         comm_->group_start();
-        comm_->send<B>(in(), n, next());
-        comm_->recv<B>(out(), n, prev());
+        comm_->send<B>(in(), n, next(), on_);
+        comm_->recv<B>(out(), n, prev(), on_);
         comm_->group_end();
       }
     };
@@ -257,25 +267,25 @@ private:
     if (s_.opt.op != op_kind::all_reduce) return enqueue_other(v, n);
     switch (v) {
     case variant::ark_auto:
-      comm_->all_reduce(in(), out(), n);
+      comm_->all_reduce(in(), out(), n, ark::op::sum{}, on_);
       break;
     case variant::one_shot:
-      comm_->all_reduce<ark::algo::one_shot>(in(), out(), n);
+      comm_->all_reduce<ark::algo::one_shot>(in(), out(), n, ark::op::sum{}, on_);
       break;
     case variant::one_step:
-      comm_->all_reduce<ark::algo::one_step>(in(), out(), n);
+      comm_->all_reduce<ark::algo::one_step>(in(), out(), n, ark::op::sum{}, on_);
       break;
     case variant::two_shot:
-      comm_->all_reduce<ark::algo::two_shot>(in(), out(), n);
+      comm_->all_reduce<ark::algo::two_shot>(in(), out(), n, ark::op::sum{}, on_);
       break;
     case variant::ring:
-      comm_->all_reduce<ark::algo::ring>(in(), out(), n);
+      comm_->all_reduce<ark::algo::ring>(in(), out(), n, ark::op::sum{}, on_);
       break;
     case variant::zero_copy:
-      comm_->all_reduce<ark::algo::zero_copy>(in(), out(), n);
+      comm_->all_reduce<ark::algo::zero_copy>(in(), out(), n, ark::op::sum{}, on_);
       break;
     case variant::ce:
-      comm_->all_reduce<ark::algo::automatic, ark::dma::copy_engine>(in(), out(), n);
+      comm_->all_reduce<ark::algo::automatic, ark::dma::copy_engine>(in(), out(), n, ark::op::sum{}, on_);
       break;
     case variant::ll:
       break;
@@ -314,7 +324,8 @@ private:
       break;
     case variant::zero_copy: {
       const ark::call_plan p =
-          comm_->plan<ark::collective::all_reduce, ark::algo::zero_copy, ark::dma::automatic>(in(), out(), n);
+          comm_->plan<ark::collective::all_reduce, ark::algo::zero_copy, ark::dma::automatic>(
+              in(), out(), n, ark::op::sum{}, on_);
       device_loop_zero_copy<<<p.ctas, p.threads, 0, stream_>>>(comm_->device_handle(),
                                                                comm_->symmetric<const float>(in(), n),
                                                                comm_->symmetric(out(), n), n, iters);
@@ -399,6 +410,7 @@ private:
   int rank_, device_;
   std::unique_ptr<comm_t> comm_;
   gpu::stream stream_{};
+  ark::call_options<gpu> on_; // every ark call's: on stream_
   gpu::memory in_, out_;
   rt::event_t start_{}, stop_{};
   std::vector<float> got_;
@@ -420,19 +432,22 @@ void report(const shared_state& s, const std::string& command) {
   const char* what = s.opt.op == op_kind::all_reduce   ? "all-reduce, float sum, out of place"
                      : s.opt.op == op_kind::all_to_all ? "all-to-all, float, equal blocks"
                                                        : "send/recv, float, a ring shift in one group";
-  if (s.opt.nccl)
+  if (s.world <= gpu::device_count())
     std::printf("# ark_bench: %s, %d x %s\n", what, s.world, rt::device_name(0).c_str());
-  else // ranks share GPUs
-    std::printf("# ark_bench: %s, %d ranks on %d x %s (round-robin: ranks on one GPU cross no link; no "
-                "NCCL: it refuses two ranks on one GPU)\n",
-                what, s.world, gpu::device_count(), rt::device_name(0).c_str());
+  else
+    std::printf("# ark_bench: %s, %d ranks on %d x %s (round-robin: ranks on one GPU cross no link%s)\n",
+                what, s.world, gpu::device_count(), rt::device_name(0).c_str(),
+                s.opt.nccl ? "" : "; no NCCL: it refuses two ranks on one GPU");
   std::printf("# date %s; driver API %d", date, rt::driver_version());
 #if defined(ARK_BENCH_NCCL)
   int nv = 0;
   ncclGetVersion(&nv);
-  std::printf("; NCCL %d.%d.%d", nv / 10000, (nv / 100) % 100, nv % 100);
+  Dl_info lib{}; // which libnccl.so.2 serves the nccl column (NCCL's, or ark's preloaded in its place)
+  const bool named = dladdr(reinterpret_cast<void*>(&ncclAllReduce), &lib) != 0 && lib.dli_fname;
+  std::printf("; NCCL %d.%d.%d (%s)", nv / 10000, (nv / 100) % 100, nv % 100, named ? lib.dli_fname : "?");
 #endif
   std::printf("\n# command: %s\n", command.c_str());
+  if (s.opt.user_stream) std::printf("# every call on a stream of the bench's, not the communicator's own\n");
   std::printf("# ark scratch per rank: %.1f MiB (slots for %u workers of %zu KiB each; team_config)%s\n",
               static_cast<double>(s.memory.scratch) / (1 << 20), s.memory.workers, s.memory.slot_bytes >> 10,
               s.opt.registered ? "; buffers registered (ark_auto reads them in place from "
@@ -482,6 +497,8 @@ int main(int argc, char** argv) {
       opt.quick = true;
     else if (a == "--no-early")
       opt.early_launch = false;
+    else if (a == "--user-stream")
+      opt.user_stream = true;
     else if (a == "--registered")
       opt.registered = true;
     else if (a == "--slot" && i + 1 < argc)
@@ -511,6 +528,7 @@ int main(int argc, char** argv) {
     else {
       std::fprintf(stderr,
                    "usage: %s [--min BYTES] [--max BYTES] [--csv FILE] [--quick] [--no-early] [--registered] "
+                   "[--user-stream] "
                    "[--slot BYTES] "
                    "[--budget BYTES] [--workers N] [--per-worker BYTES] [--ll-per-worker BYTES] [--ce-min "
                    "BYTES] [--ce-chunk BYTES] "
@@ -539,19 +557,27 @@ int main(int argc, char** argv) {
     return 1;
   }
   const int world = opt.ranks > 0 ? opt.ranks : gpus;
-  opt.nccl = world <= gpus;
   ::setenv("NCCL_NVLS_ENABLE", "0", 1); // NVLink multicast stays off on shared machines
-  shared_state s(world, opt);
 #if defined(ARK_BENCH_NCCL)
-  if (opt.nccl) {
-    s.nccl.resize(world);
+  std::vector<ncclComm_t> nccl(world);
+  {
     std::vector<int> devs(world);
-    for (int d = 0; d < world; ++d) devs[d] = d;
-    if (ncclCommInitAll(s.nccl.data(), world, devs.data()) != ncclSuccess) {
-      std::fprintf(stderr, "ark_bench: ncclCommInitAll failed\n");
-      return 1;
+    for (int d = 0; d < world; ++d) devs[d] = d % gpus; // as ark places its ranks
+    if (ncclCommInitAll(nccl.data(), world, devs.data()) != ncclSuccess) {
+      if (world <= gpus) {
+        std::fprintf(stderr, "ark_bench: ncclCommInitAll failed\n");
+        return 1;
+      }
+      nccl.clear(); // NCCL refuses ranks that share a GPU
     }
   }
+  opt.nccl = !nccl.empty();
+#else
+  opt.nccl = false;
+#endif
+  shared_state s(world, opt);
+#if defined(ARK_BENCH_NCCL)
+  s.nccl = std::move(nccl);
 #endif
   std::vector<std::thread> ranks;
   std::vector<std::string> errors(world);

@@ -203,9 +203,12 @@ struct settings {
   }
 };
 
-inline void log(int level, const std::string& line) {
+/// Writes the line made by `line()` at ARK_NCCL_DEBUG `level` or above (made only then: calls
+/// log on every operation, whose cost the shim keeps near nothing).
+template <class F>
+void log(int level, F&& line) {
   if (settings::get().debug >= level)
-    std::fprintf(stderr, "ark-nccl %d: %s\n", static_cast<int>(::getpid()), line.c_str());
+    std::fprintf(stderr, "ark-nccl %d: %s\n", static_cast<int>(::getpid()), std::string(line()).c_str());
 }
 
 /// This thread's last error text (ncclGetLastError).
@@ -219,7 +222,7 @@ template <class F>
 result guard(const char* call, F&& f) {
   auto failed = [&](result r, const std::string& what) {
     last_error_text() = what;
-    log(1, std::string(call) + " failed: " + what);
+    log(1, [&] { return std::string(call) + " failed: " + what; });
     return r;
   };
   try {
@@ -420,8 +423,10 @@ public:
     if (s.proto == "simple") c.tuning.ll_max_bytes = 0;
     ark_ = std::make_unique<ark::communicator<P>>(
         ark::any_bootstrap(ark::unix_socket_bootstrap(path_ + ".c", rank_, world_, wait)), c);
-    log(2, "communicator " + (cfg_.name.empty() ? path_ : cfg_.name) + " rank " + std::to_string(rank_) +
-               " of " + std::to_string(world_) + " on device " + std::to_string(device_) + " ready");
+    log(2, [&] {
+      return "communicator " + (cfg_.name.empty() ? path_ : cfg_.name) + " rank " + std::to_string(rank_) +
+             " of " + std::to_string(world_) + " on device " + std::to_string(device_) + " ready";
+    });
   }
 
   ark::communicator<P>& ark(const char* call) {
@@ -627,18 +632,16 @@ result group_drop() {
 }
 
 /// Runs an operation now, or at the end of the open group.
-template <device P>
-result submit(const char* call, comm<P>* c, typename P::stream s, bool p2p,
-              std::function<void(ark::communicator<P>&)> run) {
+template <device P, class F>
+result submit(const char* call, comm<P>* c, typename P::stream s, bool p2p, F&& run) {
   auto& g = group<P>::mine();
   return guard(call, [&] {
     if (!c) fail(result::invalid_argument, call, "comm is NULL");
     if (g.depth > 0) {
-      g.ops.push_back({c, s, p2p, call, std::move(run)});
+      g.ops.push_back({c, s, p2p, call, std::forward<F>(run)});
       return;
     }
-    auto& a = c->ark(call);
-    run(a);
+    run(c->ark(call));
   });
 }
 
@@ -802,7 +805,7 @@ result reduction(const char* call, comm<P>* c, data_type t, int op, typename P::
     as = *e;
   });
   if (r != result::success) return r;
-  log(2, std::string(call) + " " + name_of(t) + " op " + std::to_string(op) + ": ark");
+  log(2, [&] { return std::string(call) + " " + name_of(t) + " op " + std::to_string(op) + ": ark"; });
   return submit<P>(call, c, s, false, [=](ark::communicator<P>& a) {
     with_element(as, [&](auto e) { f(e, d, a, c->options(s)); });
   });
@@ -814,7 +817,7 @@ template <device P, class F>
 result movement(const char* call, comm<P>* c, data_type t, typename P::stream s, bool p2p, F f) {
   const result r = guard(call, [&] { check_type(t, call); });
   if (r != result::success) return r;
-  log(2, std::string(call) + " " + name_of(t) + ": ark");
+  log(2, [&] { return std::string(call) + " " + name_of(t) + ": ark"; });
   return submit<P>(call, c, s, p2p, [=](ark::communicator<P>& a) { f(a, c->options(s), size_of(t)); });
 }
 

@@ -64,24 +64,31 @@ inline std::vector<std::string> loaded_dirs(const char* name) {
   return c.dirs;
 }
 
-/// Where to look for the real NCCL, in order.
-inline std::vector<std::string> candidates() {
+/// Where to look for the real library, in order: the one named, else beside PyTorch, else the
+/// toolkit's or the system's (NCCL's on CUDA and the host platform, RCCL's on ROCm).
+inline std::vector<std::string> candidates(const settings& s) {
+  if (!s.library.empty()) return {s.library};
   std::vector<std::string> out;
-  if (!settings::get().library.empty()) return {settings::get().library};
+#if defined(ARK_COMPILER_HIP)
+  for (const auto& d : loaded_dirs("libtorch_hip.so")) out.push_back(d + "/librccl.so.1");
+  for (const char* p : {"/opt/rocm/lib/librccl.so.1", "/usr/lib/x86_64-linux-gnu/librccl.so.1"})
+    out.push_back(p);
+#else
   for (const auto& d : loaded_dirs("libtorch_cuda.so"))
     out.push_back(d + "/../../nvidia/nccl/lib/libnccl.so.2");
   for (const char* p : {"/usr/local/cuda/lib64/libnccl.so.2", "/usr/local/cuda/lib/libnccl.so.2",
                         "/usr/lib/x86_64-linux-gnu/libnccl.so.2", "/usr/lib64/libnccl.so.2"})
     out.push_back(p);
+#endif
   return out;
 }
 } // namespace detail
 
 /// Opens the real NCCL (not this library, whose soname it shares); `why` says what failed.
-inline bool open_real(real_nccl& n, std::string& why) {
+inline bool open_real(real_nccl& n, const settings& s, std::string& why) {
   Dl_info self{};
   ::dladdr(reinterpret_cast<void*>(&detail::own_symbol), &self);
-  for (const auto& path : detail::candidates()) {
+  for (const auto& path : detail::candidates(s)) {
     void* h = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
     if (!h) {
       why += "\n  " + path + ": " + ::dlerror();
@@ -89,8 +96,8 @@ inline bool open_real(real_nccl& n, std::string& why) {
     }
     void* v = ::dlsym(h, "ncclGetVersion");
     Dl_info where{};
-    if (!v || (::dladdr(v, &where) && where.dli_fbase == self.dli_fbase)) {
-      why += "\n  " + path + ": not NCCL (ark's own library)";
+    if (v && ::dladdr(v, &where) && where.dli_fbase == self.dli_fbase) {
+      why += "\n  " + path + ": ark's own library, not NCCL";
       ::dlclose(h);
       continue;
     }
@@ -124,10 +131,15 @@ inline bool open_real(real_nccl& n, std::string& why) {
 template <device P>
 class forward {
 public:
+  /// The process's, configured by the environment (settings).
   static forward& get() {
-    static forward f;
+    static forward f(settings::get());
     return f;
   }
+  explicit forward(settings s) : s_(std::move(s)) {}
+  forward(const forward&) = delete;
+  forward& operator=(const forward&) = delete;
+  // Twins end with release(); the library stays loaded (NCCL's threads may outlive a communicator).
 
   /// Runs f(real NCCL, the twin of c) and returns its code as ours; or fails, naming why.
   template <class F>
@@ -135,13 +147,19 @@ public:
     void* twin = nullptr;
     const result r = guard(call, [&] {
       if (!c) fail(result::invalid_argument, call, "comm is NULL");
-      if (!settings::get().fallback)
+      if (!s_.fallback)
         fail(result::invalid_usage, call,
              "ark does not serve this call and forwarding it to NCCL is forbidden (ARK_NCCL_FALLBACK=0)");
+      // a group's calls run at its end, in ark; NCCL's would run now, out of order, and one thread
+      // driving several ranks would wait on itself
+      if (group<P>::mine().depth > 0)
+        fail(result::invalid_usage, call,
+             "ark does not serve this call, and forwarding it to NCCL inside ncclGroupStart/End is not "
+             "supported: call it outside the group");
       twin = twin_of(c, call);
     });
     if (r != result::success) return r;
-    log(2, std::string(call) + ": forwarded to NCCL (" + real_.path + ")");
+    log(2, [&] { return std::string(call) + ": forwarded to NCCL (" + real_.path + ")"; });
     const int code = f(real_, twin);
     if (code != 0)
       last_error_text() = std::string(call) + " (forwarded to NCCL): " + real_.error_string(code);
@@ -162,16 +180,20 @@ public:
   }
 
 private:
+  /// c's twin, made on first need. The lock guards the library and the map only: making a twin
+  /// is collective (every rank of c, maybe threads of this process, meets in the side bootstrap).
   void* twin_of(comm<P>* c, const char* call) {
-    std::lock_guard<std::mutex> lock(m_);
-    if (auto it = twins_.find(c); it != twins_.end()) return it->second;
-    if (!real_.handle) {
-      std::string why;
-      if (!open_real(real_, why))
-        fail(result::invalid_usage, call,
-             "ark does not serve this call, and no NCCL library to forward it to was found (set "
-             "ARK_NCCL_LIBRARY):" +
-                 why);
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      if (auto it = twins_.find(c); it != twins_.end()) return it->second;
+      if (!real_.handle) {
+        std::string why;
+        if (!open_real(real_, s_, why))
+          fail(result::invalid_usage, call,
+               "ark does not serve this call, and no NCCL library to forward it to was found (set "
+               "ARK_NCCL_LIBRARY):" +
+                   why);
+      }
     }
     c->ark(call);
     // rank 0's id to every rank, through the shim's own bootstrap: every rank is here
@@ -188,13 +210,25 @@ private:
       fail(static_cast<result>(code), call,
            std::string("forwarding to NCCL: its ncclCommInitRank failed: ") + real_.error_string(code) +
                " (NCCL refuses ranks that share a GPU)");
+    std::lock_guard<std::mutex> lock(m_);
     twins_.emplace(c, twin);
     return twin;
   }
 
+  settings s_;
   std::mutex m_;
   real_nccl real_;
   std::map<comm<P>*, void*> twins_;
 };
+
+/// A reduction: ark's (`ark_call()`) where it serves the type and op, else the real NCCL's
+/// (`real_call(real NCCL, twin communicator)`, returning NCCL's code) where forwarding is allowed
+/// and a library is found, else an error naming the call and why.
+template <device P, class Ark, class Real>
+result serve_or_forward(forward<P>& to, const char* call, comm<P>* c, data_type t, int op, Ark&& ark_call,
+                        Real&& real_call) {
+  if (serves(c, t, op)) return ark_call();
+  return to.run(call, c, std::forward<Real>(real_call));
+}
 
 } // namespace ark::nccl

@@ -1,5 +1,8 @@
-// apps/nccl/nccl.cu: libnccl.so.2 from ark: NCCL 2.28's C API (nccl.h, whose declarations this
-// file defines, so that the compiler checks every signature) over apps/nccl/core.hpp on CUDA.
+// apps/nccl/nccl.cu: libnccl.so.2 from ark: NCCL 2.28's C API over apps/nccl/core.hpp, for CUDA
+// and (as librccl.so, RCCL's API being NCCL's on HIP streams) for ROCm. Where the vendor's header is
+// found (nccl.h; rccl/rccl.h), this file defines the functions it declares, so that the compiler
+// checks every signature and the static_asserts below hold core.hpp's values to it; else api.h
+// gives the types by NCCL's ABI (Debian ships no RCCL).
 // Load it in place of NCCL's: LD_PRELOAD=.../libnccl.so.2 (PyTorch finds NCCL through an RPATH,
 // which LD_LIBRARY_PATH does not override), or first on LD_LIBRARY_PATH for other programs.
 // What ark does not serve (reductions of int8/uint32/uint64 other than sum and product, the 8-bit
@@ -8,13 +11,22 @@
 #include "nccl/core.hpp"
 #include "nccl/forward.hpp"
 
+#if defined(ARK_COMPILER_CUDA) && __has_include(<nccl.h>)
 #include <nccl.h>
+#define ARK_NCCL_VENDOR_HEADER 1
+#elif defined(ARK_COMPILER_HIP) && __has_include(<rccl/rccl.h>)
+#include <rccl/rccl.h>
+#define ARK_NCCL_VENDOR_HEADER 1
+#else
+#include "nccl/api.h"
+#endif
 
 #include <climits>
 #include <cstddef>
 
 namespace nc = ark::nccl;
-using P = ark::platform::cuda;
+using P = ark::platform::gpu;
+using stream_t = P::stream;
 using comm_t = nc::comm<P>;
 
 // NCCL's values, which core.hpp spells out so that it compiles without NCCL's header
@@ -47,7 +59,7 @@ nc::unique_id id_of(const ncclUniqueId& id) {
   return u;
 }
 /// NCCL's stream 0 is the legacy default stream; ark's null stream is its own.
-cudaStream_t stream_of(cudaStream_t s) { return s ? s : cudaStreamLegacy; }
+stream_t stream_of(stream_t s) { return s ? s : ark::detail::rt::legacy_stream(); }
 
 /// The fields of a config of any version (its size says which it has); undefined ones keep
 /// ark's defaults.
@@ -68,9 +80,9 @@ nc::comm_config config_of(const ncclConfig_t* c) {
 template <class Ark, class Real>
 ncclResult_t reduction(const char* call, ncclComm_t comm, ncclDataType_t t, ncclRedOp_t op, Ark&& ark_call,
                        Real&& real_call) {
-  if (nc::serves(of(comm), dt(t), static_cast<int>(op))) return r(ark_call());
-  return r(nc::forward<P>::get().run(
-      call, of(comm), [&](nc::real_nccl& n, void* rc) { return real_call(n, static_cast<ncclComm_t>(rc)); }));
+  return r(nc::serve_or_forward(
+      nc::forward<P>::get(), call, of(comm), dt(t), static_cast<int>(op), ark_call,
+      [&](nc::real_nccl& n, void* rc) { return real_call(n, static_cast<ncclComm_t>(rc)); }));
 }
 
 } // namespace
@@ -200,14 +212,14 @@ ARK_EXPORT ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
 
 // -- collectives and point-to-point --------------------------------------------------------------
 ARK_EXPORT ncclResult_t ncclAllReduce(const void* in, void* out, size_t count, ncclDataType_t t,
-                                      ncclRedOp_t op, ncclComm_t comm, cudaStream_t s) {
+                                      ncclRedOp_t op, ncclComm_t comm, stream_t s) {
   return reduction(
       "ncclAllReduce", comm, t, op,
       [&] { return nc::all_reduce<P>(in, out, count, dt(t), static_cast<int>(op), of(comm), stream_of(s)); },
       [&](nc::real_nccl& n, ncclComm_t rc) { return n.all_reduce(in, out, count, t, op, rc, s); });
 }
 ARK_EXPORT ncclResult_t ncclReduceScatter(const void* in, void* out, size_t count, ncclDataType_t t,
-                                          ncclRedOp_t op, ncclComm_t comm, cudaStream_t s) {
+                                          ncclRedOp_t op, ncclComm_t comm, stream_t s) {
   return reduction(
       "ncclReduceScatter", comm, t, op,
       [&] {
@@ -216,7 +228,7 @@ ARK_EXPORT ncclResult_t ncclReduceScatter(const void* in, void* out, size_t coun
       [&](nc::real_nccl& n, ncclComm_t rc) { return n.reduce_scatter(in, out, count, t, op, rc, s); });
 }
 ARK_EXPORT ncclResult_t ncclReduce(const void* in, void* out, size_t count, ncclDataType_t t, ncclRedOp_t op,
-                                   int root, ncclComm_t comm, cudaStream_t s) {
+                                   int root, ncclComm_t comm, stream_t s) {
   return reduction(
       "ncclReduce", comm, t, op,
       [&] {
@@ -225,35 +237,35 @@ ARK_EXPORT ncclResult_t ncclReduce(const void* in, void* out, size_t count, nccl
       [&](nc::real_nccl& n, ncclComm_t rc) { return n.reduce(in, out, count, t, op, root, rc, s); });
 }
 ARK_EXPORT ncclResult_t ncclAllGather(const void* in, void* out, size_t count, ncclDataType_t t,
-                                      ncclComm_t comm, cudaStream_t s) {
+                                      ncclComm_t comm, stream_t s) {
   return r(nc::all_gather<P>(in, out, count, dt(t), of(comm), stream_of(s)));
 }
 ARK_EXPORT ncclResult_t ncclBroadcast(const void* in, void* out, size_t count, ncclDataType_t t, int root,
-                                      ncclComm_t comm, cudaStream_t s) {
+                                      ncclComm_t comm, stream_t s) {
   return r(nc::broadcast<P>(in, out, count, dt(t), root, of(comm), stream_of(s)));
 }
 ARK_EXPORT ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t t, int root, ncclComm_t comm,
-                                  cudaStream_t s) {
+                                  stream_t s) {
   return r(nc::broadcast<P>(buff, buff, count, dt(t), root, of(comm), stream_of(s), "ncclBcast"));
 }
 ARK_EXPORT ncclResult_t ncclAlltoAll(const void* in, void* out, size_t count, ncclDataType_t t,
-                                     ncclComm_t comm, cudaStream_t s) {
+                                     ncclComm_t comm, stream_t s) {
   return r(nc::all_to_all<P>(in, out, count, dt(t), of(comm), stream_of(s)));
 }
 ARK_EXPORT ncclResult_t ncclGather(const void* in, void* out, size_t count, ncclDataType_t t, int root,
-                                   ncclComm_t comm, cudaStream_t s) {
+                                   ncclComm_t comm, stream_t s) {
   return r(nc::gather<P>(in, out, count, dt(t), root, of(comm), stream_of(s)));
 }
 ARK_EXPORT ncclResult_t ncclScatter(const void* in, void* out, size_t count, ncclDataType_t t, int root,
-                                    ncclComm_t comm, cudaStream_t s) {
+                                    ncclComm_t comm, stream_t s) {
   return r(nc::scatter<P>(in, out, count, dt(t), root, of(comm), stream_of(s)));
 }
 ARK_EXPORT ncclResult_t ncclSend(const void* buf, size_t count, ncclDataType_t t, int peer, ncclComm_t comm,
-                                 cudaStream_t s) {
+                                 stream_t s) {
   return r(nc::send<P>(buf, count, dt(t), peer, of(comm), stream_of(s)));
 }
 ARK_EXPORT ncclResult_t ncclRecv(void* buf, size_t count, ncclDataType_t t, int peer, ncclComm_t comm,
-                                 cudaStream_t s) {
+                                 stream_t s) {
   return r(nc::recv<P>(buf, count, dt(t), peer, of(comm), stream_of(s)));
 }
 ARK_EXPORT ncclResult_t ncclGroupStart() { return r(nc::group_start<P>()); }

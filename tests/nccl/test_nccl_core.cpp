@@ -2,6 +2,7 @@
 // rendezvous, every call, data type and op against a reference, groups (several ranks driven by
 // one thread, sends and receives in any order), splits, user ops, memory, and the errors.
 #include "nccl/core.hpp"
+#include "nccl/on_ranks.hpp"
 
 #include <doctest/doctest.h>
 
@@ -20,6 +21,7 @@ using ncomm = ark::nccl::comm<host>;
 using ark::nccl::data_type;
 using ark::nccl::result;
 namespace nc = ark::nccl;
+using ark_test::on_ranks;
 
 constexpr data_type all_types[] = {data_type::i8,  data_type::u8,  data_type::i32, data_type::u32,
                                    data_type::i64, data_type::u64, data_type::f16, data_type::f32,
@@ -110,33 +112,6 @@ std::vector<std::byte> filled(data_type t, int r, std::size_t n, std::size_t off
 }
 std::vector<std::byte> poisoned(data_type t, std::size_t n) {
   return std::vector<std::byte>(n * nc::size_of(t), std::byte{0x5a});
-}
-
-/// Every rank's thread runs f(rank, its comm) on a fresh id.
-void on_ranks(int world, const std::function<void(int, ncomm*)>& f) {
-  const nc::unique_id id = nc::make_id();
-  std::vector<std::thread> threads;
-  std::vector<std::string> errors(world);
-  for (int r = 0; r < world; ++r)
-    threads.emplace_back([&, r] {
-      ncomm* c = nullptr;
-      const result res = nc::init_rank<host>(&c, world, id, r, {});
-      if (res != result::success) {
-        errors[r] = "init: " + nc::last_error_text();
-        return;
-      }
-      try {
-        f(r, c);
-      } catch (const std::exception& e) {
-        errors[r] = e.what();
-      } catch (...) { // a failed REQUIRE, reported where it failed
-        errors[r] = "stopped by a failed assertion";
-      }
-      nc::destroy<host>(c, false);
-    });
-  for (auto& t : threads) t.join();
-  nc::reaper<host>::get().join();
-  for (int r = 0; r < world; ++r) CHECK_MESSAGE(errors[r].empty(), "rank ", r, ": ", errors[r]);
 }
 
 } // namespace

@@ -99,6 +99,8 @@ inline error_t stream_wait_value(stream_t st, const std::uint64_t* p, std::uint6
       reinterpret_cast<CUstream>(st), reinterpret_cast<CUdeviceptr>(p), v, CU_STREAM_WAIT_VALUE_EQ);
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
+/// The legacy default stream by a handle other than 0, which ark reads as the communicator's own.
+inline stream_t legacy_stream() { return cudaStreamLegacy; }
 inline error_t stream_destroy(stream_t s) { return cudaStreamDestroy(s); }
 inline error_t stream_synchronize(stream_t s) { return cudaStreamSynchronize(s); }
 inline error_t stream_device(stream_t s, int* d) { return cudaStreamGetDevice(s, d); }

@@ -64,6 +64,16 @@ inline error_t stream_write_value(stream_t st, std::uint64_t* p, std::uint64_t v
 inline error_t stream_wait_value(stream_t st, const std::uint64_t* p, std::uint64_t v) {
   return hipStreamWaitValue64(st, const_cast<std::uint64_t*>(p), v, hipStreamWaitValueEq);
 }
+/// The null stream by a handle other than 0, which ark reads as the communicator's own: HIP's
+/// legacy handle where the headers have one, else the per-thread stream, which (being blocking)
+/// is ordered with the null stream both ways.
+inline stream_t legacy_stream() {
+#if defined(hipStreamLegacy)
+  return hipStreamLegacy;
+#else
+  return hipStreamPerThread;
+#endif
+}
 inline error_t stream_destroy(stream_t s) { return hipStreamDestroy(s); }
 inline error_t stream_synchronize(stream_t s) { return hipStreamSynchronize(s); }
 inline error_t load_function(const void* f) {

@@ -324,8 +324,7 @@ private:
       break;
     case variant::zero_copy: {
       const ark::call_plan p =
-          comm_->plan<ark::collective::all_reduce, ark::algo::zero_copy, ark::dma::automatic>(
-              in(), out(), n, ark::op::sum{}, on_);
+          comm_->plan<ark::collective::all_reduce, ark::algo::zero_copy, ark::dma::automatic>(in(), out(), n);
       device_loop_zero_copy<<<p.ctas, p.threads, 0, stream_>>>(comm_->device_handle(),
                                                                comm_->symmetric<const float>(in(), n),
                                                                comm_->symmetric(out(), n), n, iters);
@@ -360,6 +359,7 @@ private:
     }
     rt::check(rt::memset_async(out(), 0xff, bytes, stream_), "poison");
     run_mode(v, m, n, m == mode::graph ? iters : std::max(1, iters / 10), exec); // warm up
+    rt::check(rt::stream_synchronize(stream_), "synchronize");
     comm_->synchronize();
     float runs[3]; // the median of three timed runs: one hiccup of a shared machine is not a result
     for (float& ms : runs) {
@@ -367,6 +367,7 @@ private:
       rt::check(rt::event_record(start_, stream_), "record");
       run_mode(v, m, n, iters, exec);
       rt::check(rt::event_record(stop_, stream_), "record");
+      rt::check(rt::stream_synchronize(stream_), "synchronize"); // the bench's stream or ark's
       comm_->synchronize();
       rt::check(rt::event_elapsed_ms(&ms, start_, stop_), "elapsed");
     }

@@ -36,7 +36,15 @@ typedef enum {
 } ncclResult_t;
 
 /// Built-in ops, then the ids ncclRedOpCreatePreMulSum hands out (an int-sized enum, as NCCL's).
-typedef enum { ncclSum = 0, ncclProd = 1, ncclMax = 2, ncclMin = 3, ncclAvg = 4, ncclNumOps = 5, ncclMaxRedOp = INT_MAX } ncclRedOp_t;
+typedef enum {
+  ncclSum = 0,
+  ncclProd = 1,
+  ncclMax = 2,
+  ncclMin = 3,
+  ncclAvg = 4,
+  ncclNumOps = 5,
+  ncclMaxRedOp = INT_MAX
+} ncclRedOp_t;
 
 typedef enum {
   ncclInt8 = 0,

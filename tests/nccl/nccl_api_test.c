@@ -263,9 +263,9 @@ static int refuses(int t, int op) {
 }
 
 /* Each rank's device buffers come from one allocation made before the ranks start, never freed
- * between calls: with ranks as threads sharing a GPU, cudaFree (which waits for the device) while
- * another rank's collective waits for this rank's next call stalls both until ark's timeout. The
- * same rule holds on NCCL: no device-synchronizing call between calls of ranks that share a device. */
+ * between calls: cudaFree waits for the device, so with ranks as threads sharing a GPU it could wait
+ * on another rank's collective that waits for this rank's next call. NCCL states the same rule: no
+ * device-synchronizing call between the calls of ranks that share a device. */
 #define ARENA_BYTES ((size_t)64 << 20)
 static void* dev_alloc(struct rank_state* s, size_t bytes) {
   size_t at = (s->used + 255) & ~(size_t)255;

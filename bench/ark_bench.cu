@@ -156,11 +156,12 @@ public:
     if (s.opt.per_worker) cfg.tuning.bytes_per_worker = s.opt.per_worker;
     if (s.opt.ll_per_worker) cfg.tuning.ll_bytes_per_worker = s.opt.ll_per_worker;
     if (s.opt.ce_chunk) cfg.ce_chunk_bytes = s.opt.ce_chunk;
+    // a stream of the bench's is made before the communicator: once a peer's communicator is
+    // built its calls may run, and making a stream can wait for them (README, "Ranks that share
+    // a GPU")
+    if (s.opt.user_stream) stream_ = gpu::create_stream(device_);
     comm_ = std::make_unique<comm_t>(ark::in_process_bootstrap(s.group, rank), cfg);
-    if (s.opt.user_stream)
-      rt::check(rt::stream_create(&stream_), "stream");
-    else
-      stream_ = comm_->stream();
+    if (!s.opt.user_stream) stream_ = comm_->stream();
     on_.stream = stream_;
     if (rank == 0) s.memory = comm_->memory();
     const std::size_t n = s.opt.max_bytes / sizeof(float) + 16;
@@ -180,7 +181,7 @@ public:
   ~rank_runner() {
     (void)rt::event_destroy(start_); // a destructor: nothing to report to
     (void)rt::event_destroy(stop_);
-    if (s_.opt.user_stream) (void)rt::stream_destroy(stream_);
+    if (s_.opt.user_stream) gpu::destroy_stream(stream_);
     gpu::release(in_);
     gpu::release(out_);
   }

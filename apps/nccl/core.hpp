@@ -177,6 +177,7 @@ struct settings {
   long init_timeout_ms = 300000; ///< ARK_INIT_TIMEOUT_MS: how long ranks wait for each other at init
   std::string algo;              ///< ARK_ALGO: one_shot, two_shot, ring or direct (all-reduce and kin)
   std::string proto;             ///< ARK_PROTO: ll or simple
+  bool early_launch = true;      ///< ARK_EARLY_LAUNCH=0: no early launch (config::early_launch)
 
   static settings from_env() {
     settings s;
@@ -195,6 +196,7 @@ struct settings {
     if (const char* v = get("ARK_INIT_TIMEOUT_MS")) s.init_timeout_ms = std::atol(v);
     if (const char* v = get("ARK_ALGO")) s.algo = v;
     if (const char* v = get("ARK_PROTO")) s.proto = v;
+    if (const char* v = get("ARK_EARLY_LAUNCH")) s.early_launch = std::string(v) != "0";
     return s;
   }
   static const settings& get() {
@@ -421,6 +423,7 @@ public:
     if (s.algo == "direct") c.tuning.direct_max_world = ark::max_world;
     if (s.proto == "ll") c.tuning.ll_max_bytes = ~std::size_t(0);
     if (s.proto == "simple") c.tuning.ll_max_bytes = 0;
+    c.early_launch = s.early_launch;
     ark_ = std::make_unique<ark::communicator<P>>(
         ark::any_bootstrap(ark::unix_socket_bootstrap(path_ + ".c", rank_, world_, wait)), c);
     log(2, [&] {

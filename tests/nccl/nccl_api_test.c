@@ -262,10 +262,12 @@ static int refuses(int t, int op) {
   return 0;
 }
 
-/* Each rank's device buffers come from one allocation made before the ranks start, never freed
- * between calls: cudaFree waits for the device, so with ranks as threads sharing a GPU it could wait
- * on another rank's collective that waits for this rank's next call. NCCL states the same rule: no
- * device-synchronizing call between the calls of ranks that share a device. */
+/* Each rank's device buffers come from one allocation, and its stream is made, before the ranks
+ * start, and neither is freed between calls: cudaFree waits for the device, and making a stream can
+ * wait for the kernels running in the context, so with ranks as threads sharing a GPU either could
+ * wait on another rank's collective that waits for this rank's next call (README, "Ranks that share
+ * a GPU"). NCCL states the same rule: no device-synchronizing call between the calls of ranks that
+ * share a device. */
 #define ARENA_BYTES ((size_t)64 << 20)
 static void* dev_alloc(struct rank_state* s, size_t bytes) {
   size_t at = (s->used + 255) & ~(size_t)255;
@@ -506,7 +508,6 @@ static void check_rest(struct rank_state* s) {
 static void* run_rank(void* p) {
   struct rank_state* s = p;
   CUDA(cudaSetDevice(s->device));
-  CUDA(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking));
   check_reductions(s, 1000);
   check_reductions(s, 3);
   check_movement(s, 1001);
@@ -549,6 +550,7 @@ int main(int argc, char** argv) {
     struct rank_state s = {.rank = rank, .world = world, .device = rank % gpus()};
     CUDA(cudaSetDevice(s.device));
     CUDA(cudaMalloc((void**)&s.arena, ARENA_BYTES));
+    CUDA(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
     ncclResult_t res = ncclCommInitRankConfig(&s.comm, world, id, rank, &config);
@@ -603,6 +605,7 @@ int main(int argc, char** argv) {
     st[r] = (struct rank_state){.rank = r, .world = world, .device = devs[r], .comm = comms[r]};
     CUDA(cudaSetDevice(devs[r]));
     CUDA(cudaMalloc((void**)&st[r].arena, ARENA_BYTES));
+    CUDA(cudaStreamCreateWithFlags(&st[r].stream, cudaStreamNonBlocking));
   }
   for (int r = 0; r < world; ++r) pthread_create(&th[r], NULL, run_rank, &st[r]);
   int bad = 0;

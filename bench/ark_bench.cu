@@ -6,36 +6,39 @@
 // (factor 2) it times each ark algorithm and NCCL in three modes:
 //   eager   one call (one kernel launch) per all-reduce, N calls back to back on a stream;
 //   graph   N calls captured in a CUDA graph, the graph launched once;
-//   device  one persistent kernel running N all-reduces through the device-side API (ark only).
+//   device  one persistent kernel running N calls through the device-side API (ark only).
 // Variants: ark_auto (the default choice), one_shot, one_step (one-shot's single-step LL path
 // alone, algo::one_step: only where every worker's share fits one LL step; in device mode at two
-// ranks the kernel names algo::one_step_world<2>, as a kernel built for two ranks would), two_shot, ring
-// (each forced), ce (the copy-engine all-reduce, dma::copy_engine, into the registered out buffer; eager
-// only: its flags carry a per-call epoch, so it is not captured; from --ce-min up), zero_copy
-// (algo::zero_copy, reading the registered buffers in place: with --registered, which registers the input
-// too, so that ark_auto reads in place from tuning::zero_copy_min_bytes as well) and nccl. Prints nccl-tests
-// columns (size, time, algbw, busbw, check) plus ark's time over NCCL's in the same mode (device mode is
-// compared with NCCL's graph mode, its fair floor), and writes a CSV. Each time is the median of three timed
-// runs of N calls. All-to-all and send/recv run ark_auto, ll (LL packets named) and nccl, eager and graph;
-// sizes are what one rank sends in all (all-to-all: world blocks), busbw as nccl-tests: all-to-all algbw x
-// (n-1)/n, send/recv algbw.
+// ranks the kernel names algo::one_step_world<2>, as a kernel built for two ranks would), two_shot,
+// ring (each forced), ce (the copy-engine all-reduce, dma::copy_engine, into the registered out
+// buffer; eager only: its flags carry a per-call epoch, so it is not captured; from --ce-min up),
+// zero_copy (algo::zero_copy, reading the registered buffers in place: with --registered, which
+// registers the input too, so that ark_auto reads in place from tuning::zero_copy_min_bytes as
+// well) and nccl. Prints nccl-tests columns (size, time, algbw, busbw, check) plus ark's time over
+// NCCL's in the same mode (device mode is compared with NCCL's graph mode, its fair floor), and
+// writes a CSV. Each time is the median of three timed runs of N calls. All-to-all and send/recv
+// run ark_auto, ll (LL packets named) and nccl, in the three modes (device mode: a kernel calling
+// device_comm::all_to_all, or device_comm::p2p on the group of the send and the receive, on the
+// blocks the host call would use); sizes are what one rank sends in all (all-to-all: world
+// blocks), busbw as nccl-tests: all-to-all algbw x (n-1)/n, send/recv algbw.
 //
-//   build/bench/ark_bench [--min BYTES] [--max BYTES] [--csv FILE] [--quick] [--no-early] [--registered]
-//   [--user-stream]
-//                         [--slot BYTES] [--budget BYTES] [--workers N] [--per-worker BYTES] [--ll-per-worker
-//                         BYTES]
+// clang-format off
+//   build/bench/ark_bench [--min BYTES] [--max BYTES] [--csv FILE] [--quick] [--no-early]
+//                         [--registered] [--user-stream] [--slot BYTES] [--budget BYTES]
+//                         [--workers N] [--per-worker BYTES] [--ll-per-worker BYTES]
 //                         [--ce-min BYTES] [--ce-chunk BYTES] [--only VARIANT,...] [--ranks N]
 //                         [--op all_reduce|all_to_all|send_recv]
-// (--no-early: the communicators launch plainly, not early: communicator::config::early_launch;
+// clang-format on
+// --no-early: the communicators launch plainly, not early (communicator::config::early_launch);
 // --user-stream: every call on a stream the bench makes, as NCCL programs call, not on ark's own;
-// --ranks: N ranks placed round-robin over the GPUs; where they share one, NCCL is tried and left out
-// when it refuses (NCCL does; ark's NCCL API, apps/nccl, preloaded in its place, serves it: the nccl
-// column is then the shim over ark); keep --max small enough that every rank's blocks fit at once);
-// --slot, --budget, --workers: team_config::slot_bytes, ::scratch_budget and ::workers instead of
-// the defaults (--slot: explicit slots, the region unbounded; --budget: automatic slots in that many bytes);
-// --per-worker,
-// --ll-per-worker: tuning::bytes_per_worker and ::ll_bytes_per_worker (a call's blocks); --ce-chunk:
-// communicator::config::ce_chunk_bytes; --only: these variants, and NCCL where it runs)
+// --ranks: N ranks placed round-robin over the GPUs; where they share one, NCCL is tried and left
+// out when it refuses (NCCL does; ark's NCCL API, apps/nccl, preloaded in its place, serves it:
+// the nccl column is then the shim over ark); keep --max small enough that every rank's blocks fit
+// at once; --slot, --budget, --workers: team_config::slot_bytes, ::scratch_budget and ::workers
+// instead of the defaults (--slot: explicit slots, the region unbounded; --budget: automatic slots
+// in that many bytes); --per-worker, --ll-per-worker: tuning::bytes_per_worker and
+// ::ll_bytes_per_worker (a call's blocks); --ce-chunk: communicator::config::ce_chunk_bytes;
+// --only: these variants, and NCCL where it runs.
 #include "ark/ark.hpp"
 
 #include <algorithm>
@@ -130,6 +133,25 @@ __global__ void __launch_bounds__(512, 1)
     if (!comm.all_reduce<A, ark::dma::automatic>(block, blockIdx.x, gridDim.x, in, out, n)) return;
 }
 
+/// `iters` all-to-alls of blocks of n floats over backend B.
+template <class B>
+__global__ void __launch_bounds__(512, 1)
+    device_loop_all_to_all(const ark::device_comm<gpu> comm, const float* in, float* out, std::size_t n,
+                           int iters) {
+  ark::block_scope block;
+  for (int i = 0; i < iters; ++i)
+    if (!comm.all_to_all<B>(block, blockIdx.x, gridDim.x, in, out, n)) return;
+}
+
+/// `iters` groups of the `n` sends and receives at `ops` (device memory) over backend B.
+template <class B>
+__global__ void __launch_bounds__(512, 1)
+    device_loop_p2p(const ark::device_comm<gpu> comm, const ark::p2p_op* ops, unsigned n, int iters) {
+  ark::block_scope block;
+  for (int i = 0; i < iters; ++i)
+    if (!comm.p2p<B>(block, blockIdx.x, gridDim.x, ops, n)) return;
+}
+
 struct shared_state {
   int world;
   options opt;
@@ -163,10 +185,12 @@ public:
     comm_ = std::make_unique<comm_t>(ark::in_process_bootstrap(s.group, rank), cfg);
     if (!s.opt.user_stream) stream_ = comm_->stream();
     on_.stream = stream_;
+    p2p_workers_ = comm_->memory().p2p_workers;
     if (rank == 0) s.memory = comm_->memory();
     const std::size_t n = s.opt.max_bytes / sizeof(float) + 16;
     in_ = gpu::allocate(n * sizeof(float), device_);
     out_ = gpu::allocate(n * sizeof(float), device_);
+    ops_ = gpu::allocate(2 * sizeof(ark::p2p_op), device_);
     comm_->register_buffer(out_.ptr, n * sizeof(float)); // the copy-engine variant writes into it
     if (s.opt.registered) comm_->register_buffer(in_.ptr, n * sizeof(float)); // zero-copy reads it
     std::vector<float> host(std::min<std::size_t>(n, 1 << 24));
@@ -184,6 +208,7 @@ public:
     if (s_.opt.user_stream) gpu::destroy_stream(stream_);
     gpu::release(in_);
     gpu::release(out_);
+    gpu::release(ops_);
   }
 
   void run() {
@@ -196,10 +221,8 @@ public:
 #endif
           if (!s_.opt.runs(v)) continue;
           const bool reduce = s_.opt.op == op_kind::all_reduce;
-          // all-reduce: every variant but ll; the others: ark_auto, ll and nccl, eager and graph
-          if (reduce
-                  ? v == variant::ll
-                  : (m == mode::device || (v != variant::ark_auto && v != variant::ll && v != variant::nccl)))
+          // all-reduce: every variant but ll; the others: ark_auto, ll and nccl
+          if (reduce ? v == variant::ll : v != variant::ark_auto && v != variant::ll && v != variant::nccl)
             continue;
           if (!reduce && elems(bytes) == 0) continue;
           if (v == variant::nccl && m == mode::device) continue;
@@ -302,6 +325,16 @@ private:
   /// `iters` all-reduces run by one persistent kernel (device mode), on the blocks and threads the
   /// host would launch the same call with (communicator::plan).
   void launch_device_loop(variant v, std::size_t n, int iters) {
+    if (s_.opt.op != op_kind::all_reduce) {
+      // the host's automatic send/recv picks by size (communicator::issue_p2p_by_size); the
+      // device side's automatic is thread copies, so the kernel names the host's choice
+      const bool small = n * sizeof(float) <= comm_->configuration().tuning.ll_max_bytes;
+      if (v == variant::ll || (s_.opt.op == op_kind::send_recv && small))
+        launch_other_loop<ark::dma::ll_packet<ark::default_depth>>(n, iters);
+      else
+        launch_other_loop<ark::dma::automatic>(n, iters);
+      return;
+    }
     auto launch = [&](auto a) {
       using A = decltype(a);
       const ark::call_plan p = comm_->plan<ark::collective::all_reduce, A, ark::dma::automatic, float>(n);
@@ -338,6 +371,36 @@ private:
     rt::check(rt::get_last_error(), "launch device loop");
   }
 
+  /// `iters` all-to-alls, or ring shifts, of n floats over backend B by one persistent kernel
+  /// (device mode), on the blocks the host's call would use: the all-to-all's plan; the
+  /// point-to-point workers, within the rank's share of a GPU it shares (block_cap).
+  template <class B>
+  void launch_other_loop(std::size_t n, int iters) {
+    if (s_.opt.op == op_kind::all_to_all) {
+      const ark::call_plan p = comm_->plan<ark::collective::all_to_all, ark::algo::direct, B, float>(n);
+      device_loop_all_to_all<B>
+          <<<p.ctas, p.threads, 0, stream_>>>(comm_->device_handle(), in(), out(), n, iters);
+    } else {
+      unsigned workers = p2p_workers_;
+      if (comm_->block_cap()) workers = std::min(workers, comm_->block_cap());
+      device_loop_p2p<B><<<workers, comm_->configuration().tuning.threads, 0, stream_>>>(
+          comm_->device_handle(), reinterpret_cast<const ark::p2p_op*>(ops_.ptr), s_.world == 1 ? 1 : 2,
+          iters);
+    }
+  }
+  /// Writes the ring shift of n floats that device_loop_p2p runs (before it is timed).
+  void write_shift(std::size_t n) {
+    ark::p2p_op ops[2];
+    if (s_.world == 1) { // the send to this rank joined to its receive
+      ops[0] = ark::make_p2p_op(ark::p2p_op::self, out(), n, rank_);
+      ops[0].src = reinterpret_cast<std::uint64_t>(in());
+    } else {
+      ops[0] = ark::make_p2p_op(ark::p2p_op::send, static_cast<const float*>(in()), n, next());
+      ops[1] = ark::make_p2p_op(ark::p2p_op::recv, out(), n, prev());
+    }
+    gpu::copy(ops_.ptr, ops, sizeof ops);
+  }
+
   void run_mode(variant v, mode m, std::size_t n, int iters, rt::graph_exec_t graph) {
     if (m == mode::eager)
       for (int i = 0; i < iters; ++i) enqueue(v, n);
@@ -358,6 +421,7 @@ private:
       rt::check(rt::end_capture(stream_, &g), "capture");
       rt::check(rt::graph_instantiate(&exec, g), "instantiate");
     }
+    if (m == mode::device && s_.opt.op == op_kind::send_recv) write_shift(n);
     rt::check(rt::memset_async(out(), 0xff, bytes, stream_), "poison");
     run_mode(v, m, n, m == mode::graph ? iters : std::max(1, iters / 10), exec); // warm up
     rt::check(rt::stream_synchronize(stream_), "synchronize");
@@ -414,6 +478,8 @@ private:
   gpu::stream stream_{};
   ark::call_options<gpu> on_; // every ark call's: on stream_
   gpu::memory in_, out_;
+  gpu::memory ops_; // device mode's send and receive (device_loop_p2p)
+  unsigned p2p_workers_ = 0;
   rt::event_t start_{}, stop_{};
   std::vector<float> got_;
 };

@@ -149,6 +149,13 @@ TEST_CASE("send/recv: ring shifts, pairs alone, all pairs uneven; thread copies,
   patterns<ark::dma::thread_copy<8>>({2, 4});
 }
 
+TEST_CASE(
+    "send/recv: the automatic backend classes each operation by its size, a group of both in two launches") {
+  auto cfg = small_config();
+  cfg.tuning.ll_max_bytes = 256; // 0 to 67 int32 over LL packets, 1000 and 3001 over thread copies
+  patterns<ark::dma::automatic>({2, 3, 5}, cfg);
+}
+
 TEST_CASE("send/recv: the same over LL packets and the copy engine (CPU proxy, device-graph model)") {
   patterns<ark::dma::ll_packet<1>>({2, 3, 5});
   patterns<ark::dma::ll_packet<8>>({2, 4});

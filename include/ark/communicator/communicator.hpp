@@ -226,7 +226,8 @@ public:
   /// rank). Only the two ranks take part. Outside a group, a group of one: it ends (on its
   /// stream) once the peer received it; a send whose receive never comes is a timeout error.
   /// Inside a group (group_start / group_end), issued with the group's other operations.
-  /// B: the DMA backend of the group (automatic: thread copies).
+  /// B: the DMA backend of the group (automatic: by each operation's size, see
+  /// issue_p2p_by_size).
   template <class B = dma::automatic, element T>
   void send(const T* buf, std::size_t count, int peer, const call_options<P>& o = {}) {
     detail::check_elements<T>("send", count, 1);
@@ -241,12 +242,13 @@ public:
     add_p2p<B>("recv", make_p2p_op<T>(p2p_op::recv, buf, count, peer), o);
   }
   /// Opens a group (NCCL's ncclGroupStart): the sends and receives made until the matching
-  /// group_end() are issued together, as one launch, and cannot deadlock on their order: each
+  /// group_end() are issued together, as one launch (two over the automatic backend when both
+  /// small and large operations are in it: issue_p2p_by_size), and cannot deadlock on their order: each
   /// rank lists its own in any order (the pairs' sends and receives in the same order), e.g. a
   /// send to and a receive from the same peer, a ring shift, all pairs. Groups nest; the
   /// outermost group_end() issues. Collectives called inside a group run at once.
   void group_start() { ++group_depth_; }
-  /// Closes a group; the outermost issues its operations (one launch, on the operations' stream).
+  /// Closes a group; the outermost issues its operations (on the operations' stream).
   void group_end() {
     if (group_depth_ == 0) detail::throw_invalid("group_end", "no group_start() is open");
     if (--group_depth_ > 0) return;
@@ -404,6 +406,7 @@ private:
   void add_p2p(const char* call, const p2p_op& op, const call_options<P>& o) {
     using B1 = or_thread_copies<B>;
     static_assert(!std::is_same_v<B, dma::copy_engine>, "ark: send and recv run over a channel backend");
+    constexpr bool automatic = std::is_same_v<B, dma::automatic>;
     rt_.check_usable(call);
     if (op.peer < 0 || op.peer >= world())
       detail::throw_invalid(call, "peer " + std::to_string(op.peer) + " is outside [0, " +
@@ -419,7 +422,7 @@ private:
                                       " exceeds team_config.p2p_workers " + std::to_string(rt_.lay().p2p));
     detail::check_backend<B1>(rt_.lay(), call);
     if (o.workers) detail::check_block_cap(rt_, call, o.workers);
-    constexpr auto issue = &communicator::issue_p2p<B1>;
+    constexpr auto issue = automatic ? &communicator::issue_p2p_by_size : &communicator::issue_p2p<B1>;
     if (group_depth_ == 0) {
       pending one;
       one.ops.push_back(op);
@@ -446,12 +449,33 @@ private:
     pending_.issue = issue;
   }
 
-  /// Pairs a group's sends to this rank with its receives from it (in order; each pair one
-  /// local copy), then launches the group on the point-to-point workers.
+  /// The automatic backend of a group: each operation by its size, as select() picks for the
+  /// collectives (LL packets up to tuning::ll_max_bytes, thread copies above). A send and its
+  /// receive carry the same bytes, so both ranks class each pair alike, and the group is issued as
+  /// two launches at most, the LL one first: every pair's operations lie in the same launch on both
+  /// of its ranks, so each launch completes on its own whatever the other holds. (A receive whose
+  /// count differs from its send's across the bound meets it in the other launch: both time out,
+  /// where counts on the same side of it are a mismatch error.)
+  static void issue_p2p_by_size(communicator& c, const pending& g) {
+    check_p2p_group(c, g);
+    pending small = g, large = g;
+    small.ops.clear(), large.ops.clear();
+    for (const p2p_op& op : g.ops)
+      (op.count * op.elem <= c.rt_.cfg().tuning.ll_max_bytes ? small : large).ops.push_back(op);
+    if (!small.ops.empty()) launch_p2p<dma::ll_packet<default_depth>>(c, small);
+    if (!large.ops.empty()) launch_p2p<dma::thread_copy<default_depth>>(c, large);
+  }
+
   template <class B>
   static void issue_p2p(communicator& c, const pending& g) {
+    check_p2p_group(c, g);
+    launch_p2p<B>(c, g);
+  }
+
+  /// Refuses a group whose sends to this rank do not match its receives from it, or whose
+  /// receive's buffer overlaps another operation's.
+  static void check_p2p_group(communicator& c, const pending& g) {
     const char* call = "group_end";
-    p2p_ops ops;
     std::vector<std::size_t> self_sends, self_recvs;
     for (std::size_t i = 0; i < g.ops.size(); ++i)
       if (g.ops[i].peer == c.rank()) (g.ops[i].kind == p2p_op::send ? self_sends : self_recvs).push_back(i);
@@ -479,6 +503,17 @@ private:
           detail::throw_invalid(call, "a receive's buffer overlaps another operation's in the group (" +
                                           std::string(x.kind == p2p_op::recv ? "a receive" : "a send") + ")");
       }
+  }
+
+  /// Launches a checked group on the point-to-point workers over backend B, each send to this rank
+  /// joined to its receive from it (in order; one local copy each).
+  template <class B>
+  static void launch_p2p(communicator& c, const pending& g) {
+    const char* call = "group_end";
+    p2p_ops ops;
+    std::vector<std::size_t> self_sends;
+    for (std::size_t i = 0; i < g.ops.size(); ++i)
+      if (g.ops[i].peer == c.rank() && g.ops[i].kind == p2p_op::send) self_sends.push_back(i);
     std::size_t k = 0;
     for (std::size_t i = 0; i < g.ops.size(); ++i) {
       p2p_op op = g.ops[i];

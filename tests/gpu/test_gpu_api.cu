@@ -140,6 +140,61 @@ TEST_CASE("gpu: 1000 calls of random size, algorithm and backend, enqueued back 
   for (int r = 0; r < world; ++r) CHECK(bad[r] == 0);
 }
 
+TEST_CASE("gpu: ranks as threads call freely, each waiting for its own stream after every call (an NCCL "
+          "program's pattern: all-reduce, reduce-scatter, in-place reduce)" *
+          needs_gpus(1)) {
+  // The NCCL API's C test fails this way through apps/nccl with three ranks as threads on one GPU
+  // (docs/perf.md, run di): here the same calls go through ark's own API, with no barrier between
+  // the ranks after their streams are made.
+  const int world = std::max(gpu_ranks(), 3);
+  using T = std::int8_t;
+  basic_world<gpu> w(world, gpu_comm::config{});
+  std::barrier streams_made(world);
+  std::vector<std::size_t> bad(world, 0);
+  w.run([&](gpu_comm& c, int rank) {
+    // the stream and the memory before any rank calls (README, "Ranks that share a GPU")
+    const gpu::stream s = gpu::create_stream(rank_device<gpu>(rank));
+    dbuf<T> in(1000 * world, rank), out(1000 * world, rank);
+    streams_made.arrive_and_wait();
+    ark::call_options<gpu> o;
+    o.stream = s;
+    const int root = world - 1;
+    for (int k = 0; k < 40; ++k)
+      for (const std::size_t n : {std::size_t{1000}, std::size_t{3}}) {
+        auto v = [&](int r, std::size_t i) { return static_cast<T>((r + 3 * k + static_cast<int>(i)) % 5); };
+        auto sum = [&](std::size_t i) {
+          int x = 0;
+          for (int r = 0; r < world; ++r) x += v(r, i);
+          return static_cast<T>(x);
+        };
+        std::vector<T> h(n * world);
+        for (std::size_t i = 0; i < h.size(); ++i) h[i] = v(rank, i);
+        in.upload(h);
+        out.upload(std::vector<T>(n * world, T(0x5a)));
+        auto read_back = [&] {
+          rt::check(rt::stream_synchronize(s), "synchronize");
+          auto all = out.download();
+          return std::vector<T>(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(n * world));
+        };
+        c.all_reduce(in.get(), out.get(), n, ark::op::sum{}, o);
+        auto got = read_back();
+        for (std::size_t i = 0; i < n; ++i) bad[rank] += got[i] != sum(i);
+        c.reduce_scatter(in.get(), out.get(), n, ark::op::sum{}, o);
+        got = read_back();
+        for (std::size_t i = 0; i < n; ++i) bad[rank] += got[i] != sum(rank * n + i);
+        c.reduce(in.get(), in.get(), n, root, ark::op::sum{}, o); // in place, as the C test calls it
+        rt::check(rt::stream_synchronize(s), "synchronize");
+        if (rank == root) {
+          got = in.download(); // its first n elements hold the reduction
+          for (std::size_t i = 0; i < n; ++i) bad[rank] += got[i] != sum(i);
+        }
+      }
+    c.synchronize();
+    gpu::destroy_stream(s);
+  });
+  for (int r = 0; r < world; ++r) CHECK(bad[r] == 0);
+}
+
 namespace {
 constexpr int several_streams_calls = 400;
 /// The calls-on-several-streams case's world, the ranks on GPU 0 (the most), and the streams each

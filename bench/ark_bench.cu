@@ -185,8 +185,9 @@ public:
     comm_ = std::make_unique<comm_t>(ark::in_process_bootstrap(s.group, rank), cfg);
     if (!s.opt.user_stream) stream_ = comm_->stream();
     on_.stream = stream_;
-    p2p_workers_ = comm_->memory().p2p_workers;
-    if (rank == 0) s.memory = comm_->memory();
+    const ark::memory_report held = comm_->memory();
+    p2p_workers_ = held.p2p_workers;
+    if (rank == 0) s.memory = held;
     const std::size_t n = s.opt.max_bytes / sizeof(float) + 16;
     in_ = gpu::allocate(n * sizeof(float), device_);
     out_ = gpu::allocate(n * sizeof(float), device_);

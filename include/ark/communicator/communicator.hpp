@@ -458,8 +458,7 @@ private:
   /// where counts on the same side of it are a mismatch error.)
   static void issue_p2p_by_size(communicator& c, const pending& g) {
     check_p2p_group(c, g);
-    pending small = g, large = g;
-    small.ops.clear(), large.ops.clear();
+    pending small{{}, g.opts, g.issue}, large = small;
     for (const p2p_op& op : g.ops)
       (op.count * op.elem <= c.rt_.cfg().tuning.ll_max_bytes ? small : large).ops.push_back(op);
     if (!small.ops.empty()) launch_p2p<dma::ll_packet<default_depth>>(c, small);

@@ -130,29 +130,6 @@ inline std::optional<ark::dtype> reduced_as(data_type t, op::dynamic::kind k) {
   }
 }
 
-/// Calls f(T{}) with T the element type of ark dtype t.
-template <class F>
-decltype(auto) with_element(ark::dtype t, F&& f) {
-  switch (t) {
-  case ark::dtype::f32:
-    return f(float{});
-  case ark::dtype::f64:
-    return f(double{});
-  case ark::dtype::i32:
-    return f(std::int32_t{});
-  case ark::dtype::i64:
-    return f(std::int64_t{});
-  case ark::dtype::u8:
-    return f(std::uint8_t{});
-  case ark::dtype::i8:
-    return f(std::int8_t{});
-  case ark::dtype::f16:
-    return f(fp16{});
-  default:
-    return f(bf16{});
-  }
-}
-
 // -- errors --------------------------------------------------------------------------------------
 /// A failure the shim reports with an NCCL code (ark's own exceptions are mapped in guard()).
 class failure : public std::runtime_error {
@@ -767,7 +744,7 @@ result create_premul_sum(int* op, const void* scalar, data_type t, scalar_reside
       d.scale_at = scalar;
       d.scale_type = *as;
     } else {
-      d.scale = with_element(*as, [&](auto v) {
+      d.scale = ark::with_dtype(*as, [&](auto v) {
         using T = decltype(v);
         T x;
         std::memcpy(&x, scalar, sizeof x);
@@ -810,7 +787,7 @@ result reduction(const char* call, comm<P>* c, data_type t, int op, typename P::
   if (r != result::success) return r;
   log(2, [&] { return std::string(call) + " " + name_of(t) + " op " + std::to_string(op) + ": ark"; });
   return submit<P>(call, c, s, false, [=](ark::communicator<P>& a) {
-    with_element(as, [&](auto e) { f(e, d, a, c->options(s)); });
+    ark::with_dtype(as, [&](auto e) { f(e, d, a, c->options(s)); });
   });
 }
 

@@ -32,5 +32,7 @@
 #include "ark/bootstrap/in_process.hpp"
 #include "ark/bootstrap/unix_socket.hpp"
 #include "ark/communicator/communicator.hpp"
+#include "ark/hierarchy/communicator.hpp"
+#include "ark/internode/bootstrap_engine.hpp"
 #include "ark/collectives/device_comm.hpp"
 #include "ark/dma/dma.hpp"

@@ -41,3 +41,36 @@ TEST_CASE("in_process bootstrap: a missing rank is a timeout, then the group sta
   CHECK(took < 2s);
   CHECK_THROWS_AS(b.barrier(), ark::timeout_error);
 }
+
+TEST_CASE("in_process bootstrap: split groups ranks by color, orders them by key then rank, and nests") {
+  const int n = 6;
+  auto group = std::make_shared<ark::in_process_group>(n);
+  std::vector<int> bad(n, 0);
+  std::vector<std::thread> ts;
+  for (int r = 0; r < n; ++r)
+    ts.emplace_back([&, r] {
+      ark::in_process_bootstrap b(group, r);
+      // colors 0, 1, 2 by r % 3; key descending, so the new ranks run backwards
+      auto sub = b.split(r % 3, -r);
+      bad[r] += sub.size() != 2;
+      bad[r] += sub.rank() != (r < 3 ? 1 : 0);
+      int all[2] = {-1, -1};
+      sub.all_gather(&r, all, sizeof r);
+      bad[r] += all[0] != r % 3 + 3 || all[1] != r % 3;
+      // equal keys: the parent's rank order; a split of a split
+      auto halves = b.split(r / 3, 0);
+      auto pair = halves.split(halves.rank() / 2, 0);
+      bad[r] += halves.size() != 3 || halves.rank() != r % 3;
+      bad[r] += pair.size() != (r % 3 < 2 ? 2 : 1);
+      std::vector<int> got(static_cast<std::size_t>(pair.size()));
+      pair.all_gather(&r, got.data(), sizeof r);
+      for (int q = 0; q < pair.size(); ++q) bad[r] += got[q] != r - pair.rank() + q;
+      try {
+        (void)b.split(-1, 0);
+        ++bad[r];
+      } catch (const ark::invalid_argument&) { // refused before any gather: no rank waits
+      }
+    });
+  for (auto& t : ts) t.join();
+  for (int r = 0; r < n; ++r) CHECK(bad[r] == 0);
+}

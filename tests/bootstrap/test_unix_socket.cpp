@@ -126,3 +126,20 @@ TEST_CASE("unix_socket bootstrap: a listener that never accepts (backlog full) i
   ::close(listener);
   ::unlink(path.c_str());
 }
+
+TEST_CASE("unix_socket bootstrap: split groups processes by color, each group on a socket of its own") {
+  const std::string path = socket_path("split");
+  const int world = 4;
+  CHECK(in_processes(world, [&](int rank) {
+          ark::unix_socket_bootstrap b(path, rank, world, std::chrono::seconds(20));
+          // twice with the same colors: each split meets at sockets of its own
+          for (int round = 0; round < 2; ++round) {
+            auto sub = b.split(rank % 2, world - rank); // keys descending: new ranks backwards
+            if (sub.size() != 2 || sub.rank() != (rank < 2 ? 1 : 0)) return false;
+            int all[2] = {-1, -1};
+            sub.all_gather(&rank, all, sizeof rank);
+            if (all[0] != rank % 2 + 2 || all[1] != rank % 2) return false;
+          }
+          return true;
+        }) == world);
+}

@@ -14,6 +14,8 @@
 #include <chrono>
 #include <cstring>
 #include <random>
+#include <string>
+#include <thread>
 
 using namespace ark_test;
 namespace rt = ark::detail::rt;
@@ -192,6 +194,85 @@ TEST_CASE("gpu: ranks as threads call freely, each waiting for its own stream af
     gpu::destroy_stream(s);
   });
   for (int r = 0; r < world; ++r) CHECK(bad[r] == 0);
+}
+
+TEST_CASE("gpu: hierarchical collectives, two nodes of two ranks sharing the GPU, the bootstrap engine between "
+          "them" *
+          needs_gpus(1)) {
+  // four ranks as threads named into two nodes: ark's communicator inside each node on the GPU,
+  // each engine step staged through host memory after the call's stream; a small scratch, so
+  // reduce-scatter, all-gather and reduce run in many chunks
+  using hcomm = ark::hierarchical_communicator<gpu, ark::bootstrap_engine>;
+  const int world = 4;
+  auto group = std::make_shared<ark::in_process_group>(world);
+  std::barrier made(world);
+  std::vector<std::size_t> bad(world, 0);
+  std::vector<std::string> errors(world);
+  std::vector<std::thread> ts;
+  for (int rank = 0; rank < world; ++rank)
+    ts.emplace_back([&, rank] {
+      try {
+        gpu::use_device(0);
+        hcomm::config cfg;
+        cfg.local = gpu_small_config();
+        cfg.local.device = 0;
+        cfg.nodes.name = "node" + std::to_string(rank / 2);
+        cfg.nodes.ranks_per_node = 0;
+        cfg.scratch_bytes = 4096;
+        hcomm c(ark::in_process_bootstrap(group, rank), cfg);
+        const std::size_t most = 5000;
+        const gpu::stream s = gpu::create_stream(0);
+        dbuf<float> in(most * world, rank), out(most * world, rank);
+        made.arrive_and_wait(); // streams and memory before any call (README, "Ranks that share a GPU")
+        ark::call_options<gpu> o;
+        o.stream = s;
+        auto value = [](int r, std::size_t i) { return static_cast<float>((r + 1) * static_cast<int>(i % 13)); };
+        for (const std::size_t n : {std::size_t{1}, std::size_t{1001}, most}) {
+          std::vector<float> h(n * world);
+          for (std::size_t i = 0; i < h.size(); ++i) h[i] = value(rank, i);
+          in.upload(h);
+          auto sum = [&](std::size_t i) {
+            float x = 0;
+            for (int r = 0; r < world; ++r) x += value(r, i);
+            return x;
+          };
+          auto fetch = [&](std::size_t k) {
+            rt::check(rt::stream_synchronize(s), "synchronize");
+            auto v = out.download();
+            v.resize(k);
+            return v;
+          };
+          out.upload(std::vector<float>(n * world, -1.0f));
+          c.all_reduce(in.get(), out.get(), n, ark::op::sum{}, o);
+          auto got = fetch(n);
+          for (std::size_t i = 0; i < n; ++i) bad[rank] += got[i] != sum(i);
+          c.reduce_scatter(in.get(), out.get(), n, ark::op::avg{}, o);
+          got = fetch(n);
+          for (std::size_t i = 0; i < n; ++i) bad[rank] += got[i] != sum(rank * n + i) / world;
+          c.all_gather(in.get(), out.get(), n, o);
+          got = fetch(n * world);
+          for (int q = 0; q < world; ++q)
+            for (std::size_t i = 0; i < n; ++i) bad[rank] += got[q * n + i] != value(q, i);
+          c.broadcast(in.get(), out.get(), n, 3, o);
+          got = fetch(n);
+          for (std::size_t i = 0; i < n; ++i) bad[rank] += got[i] != value(3, i);
+          out.upload(std::vector<float>(n, -1.0f));
+          c.reduce(in.get(), out.get(), n, 1, ark::op::max{}, o);
+          got = fetch(n);
+          for (std::size_t i = 0; i < n; ++i) bad[rank] += got[i] != (rank == 1 ? value(world - 1, i) : -1.0f);
+        }
+        c.local().synchronize();
+        gpu::destroy_stream(s);
+      } catch (const std::exception& e) {
+        errors[rank] = e.what();
+      }
+    });
+  for (auto& t : ts) t.join();
+  for (int r = 0; r < world; ++r) {
+    CAPTURE(r);
+    CHECK(errors[r] == "");
+    CHECK(bad[r] == 0);
+  }
 }
 
 namespace {

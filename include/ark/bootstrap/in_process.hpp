@@ -2,6 +2,7 @@
 //
 //   auto group = std::make_shared<ark::in_process_group>(4);   // shared by the 4 rank threads
 //   ark::in_process_bootstrap boot(group, rank);                // in rank `rank`'s thread
+//   auto half = boot.split(rank / 2, rank);                      // ranks {0, 1} and {2, 3}
 #pragma once
 
 #include "ark/concepts/bootstrap.hpp"
@@ -30,6 +31,7 @@ public:
   }
 
   int size() const { return size_; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
 
   void all_gather(int rank, const void* in, void* out, std::size_t n) {
     if (rank < 0 || rank >= size_)
@@ -97,11 +99,32 @@ public:
   void all_gather(const void* in, void* out, std::size_t n) { group_->all_gather(rank_, in, out, n); }
   void barrier() { group_->all_gather(rank_, nullptr, nullptr, 0); }
 
+  /// Collective (splittable_bootstrap): the lowest rank of each color makes the new group and
+  /// hands its address to the others through the gather; it is held until all have taken it.
+  in_process_bootstrap split(int color, int key) {
+    if (color < 0) detail::throw_invalid("in_process_bootstrap::split", "color must be >= 0");
+    const int world = size();
+    std::vector<detail::split_card> cards(world);
+    const detail::split_card mine{color, key};
+    all_gather(&mine, cards.data(), sizeof mine);
+    const detail::split_place at = detail::place_in_split(cards.data(), world, rank_);
+    std::unique_ptr<std::shared_ptr<in_process_group>> made;
+    if (at.first == rank_)
+      made = std::make_unique<std::shared_ptr<in_process_group>>(
+          std::make_shared<in_process_group>(at.size, group_->timeout()));
+    std::vector<const std::shared_ptr<in_process_group>*> held(world);
+    const std::shared_ptr<in_process_group>* offer = made.get();
+    all_gather(&offer, held.data(), sizeof offer);
+    in_process_bootstrap sub(*held[at.first], at.rank);
+    barrier(); // every rank holds its group: the makers may drop their hold
+    return sub;
+  }
+
 private:
   std::shared_ptr<in_process_group> group_;
   int rank_;
 };
 
-static_assert(bootstrap<in_process_bootstrap>);
+static_assert(splittable_bootstrap<in_process_bootstrap>);
 
 } // namespace ark

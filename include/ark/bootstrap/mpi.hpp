@@ -43,6 +43,25 @@ public:
 
   int rank() const { return rank_; }
   int size() const { return size_; }
+  /// The MPI communicator it gathers on (an inter-node engine over MPI runs on a split's).
+  MPI_Comm comm() const { return comm_; }
+
+  /// Collective (splittable_bootstrap): MPI_Comm_split, after a bounded barrier, so that a rank
+  /// that never comes is a timeout here, not a hang in the split (which has no bound). The new
+  /// MPI communicator is freed with the last copy of the bootstrap, unless MPI was finalized.
+  mpi_bootstrap split(int color, int key) {
+    if (color < 0) detail::throw_invalid("mpi_bootstrap::split", "color must be >= 0");
+    barrier();
+    MPI_Comm sub = MPI_COMM_NULL;
+    check(MPI_Comm_split(comm_, color, key, &sub), "MPI_Comm_split");
+    mpi_bootstrap b(sub, timeout_);
+    b.owned_ = std::shared_ptr<void>(nullptr, [sub](void*) mutable {
+      int finalized = 0;
+      MPI_Finalized(&finalized);
+      if (!finalized) MPI_Comm_free(&sub);
+    });
+    return b;
+  }
 
   void all_gather(const void* in, void* out, std::size_t n) {
     refuse_after_timeout("all_gather");
@@ -125,8 +144,9 @@ private:
   MPI_Comm comm_;
   std::chrono::milliseconds timeout_;
   int rank_ = 0, size_ = 1;
+  std::shared_ptr<void> owned_; ///< frees comm_ when it was made by split()
 };
 
-static_assert(bootstrap<mpi_bootstrap>);
+static_assert(splittable_bootstrap<mpi_bootstrap>);
 
 } // namespace ark

@@ -5,6 +5,9 @@
 //
 //   ark::unix_socket_bootstrap boot("/tmp/ark-job-42.sock", rank, world);
 //   ark::communicator<ark::platform::cuda> comm(std::move(boot), cfg);
+//
+// split(color, key) meets at a socket per new group: its path is this one's with a suffix, so
+// the path needs room for one (a sun_path holds 107 characters).
 #pragma once
 
 #include "ark/concepts/bootstrap.hpp"
@@ -46,6 +49,7 @@ public:
     state_->rank = rank;
     state_->world = world;
     state_->timeout = timeout;
+    state_->name = path;
     addr.sun_family = AF_UNIX;
     std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
     const auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -123,10 +127,25 @@ public:
 
   void barrier() { all_gather(nullptr, nullptr, 0); }
 
+  /// Collective (splittable_bootstrap): each new group meets at a socket of its own, named after
+  /// this one's, the split's serial (the same on every rank: splits are collective) and the color.
+  unix_socket_bootstrap split(int color, int key) {
+    if (color < 0) detail::throw_invalid("unix_socket_bootstrap::split", "color must be >= 0");
+    state& s = *state_;
+    std::vector<detail::split_card> cards(s.world);
+    const detail::split_card mine{color, key};
+    all_gather(&mine, cards.data(), sizeof mine);
+    const detail::split_place at = detail::place_in_split(cards.data(), s.world, s.rank);
+    return unix_socket_bootstrap(s.name + "." + std::to_string(s.splits++) + "." + std::to_string(color),
+                                 at.rank, at.size, s.timeout);
+  }
+
 private:
   struct state {
     int rank = 0, world = 1;
     std::chrono::milliseconds timeout{};
+    std::string name; ///< the socket's path, on every rank (split names its groups' after it)
+    std::uint64_t splits = 0;
     int listener = -1, root = -1;
     std::string path;
     std::vector<int> peers;
@@ -191,6 +210,6 @@ private:
   std::shared_ptr<state> state_;
 };
 
-static_assert(bootstrap<unix_socket_bootstrap>);
+static_assert(splittable_bootstrap<unix_socket_bootstrap>);
 
 } // namespace ark

@@ -14,6 +14,8 @@
 #include "ark/dma/engine_queue.hpp"
 #include "ark/team/residency.hpp"
 
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -257,6 +259,7 @@ private:
       std::uint64_t free_bytes; // where the region could not be allocated: the device's free bytes
       std::int32_t device;
       std::uint8_t short_of_memory;
+      std::int64_t process;
     };
     const bool no_region = !region_.ptr; // its allocation failed (setup)
     card mine{no_region ? typename P::ipc_handle{} : P::export_handle(region_),
@@ -273,10 +276,21 @@ private:
               {},
               no_region ? P::free_memory(cfg_.device) : 0,
               cfg_.device,
-              static_cast<std::uint8_t>(no_region)};
+              static_cast<std::uint8_t>(no_region),
+              static_cast<std::int64_t>(::getpid())};
     if constexpr (shared_device<P>) mine.where = P::placement(cfg_.device);
     std::vector<card> all(world);
     boot_.all_gather(&mine, all.data(), sizeof(card));
+    // a platform without IPC (the host: a region is an address of the process's memory) serves
+    // ranks that are threads of one process; a peer's address from another process would be
+    // written through as if it were ours
+    if constexpr (!async_device<P>)
+      for (int r = 0; r < world; ++r)
+        if (all[r].process != mine.process)
+          detail::throw_invalid("communicator",
+                                "rank " + std::to_string(r) +
+                                    " runs in another process: the host platform's ranks are "
+                                    "threads of one process (a GPU platform's may be processes)");
     for (int r = 0; r < world; ++r)
       if (all[r].short_of_memory) throw no_scratch_error(r, all[r]);
     for (int r = 0; r < world; ++r) {

@@ -9,10 +9,16 @@
 // It is used only while a communicator is built and torn down, never on the data path.
 // Models (ark/bootstrap/): in_process_bootstrap (threads of one process), unix_socket_bootstrap
 // (processes of one node), mpi_bootstrap (processes started by mpirun; include it yourself).
+//
+// A splittable_bootstrap also has b.split(color, key): collective over every rank of b, it
+// returns a bootstrap (of b's type) over the ranks that passed the same color (>= 0), ranked by
+// key, then by their rank in b, as MPI_Comm_split does. Its waits have b's bound. The
+// hierarchical communicator splits a job's bootstrap into nodes and rails this way.
 #pragma once
 
 #include <concepts>
 #include <cstddef>
+#include <cstdint>
 
 namespace ark {
 
@@ -23,5 +29,35 @@ concept bootstrap = requires(B& b, const void* in, void* out, std::size_t n) {
   { b.all_gather(in, out, n) } -> std::same_as<void>;
   { b.barrier() } -> std::same_as<void>;
 };
+
+template <class B>
+concept splittable_bootstrap = bootstrap<B> && requires(B& b, int color) {
+  { b.split(color, color) } -> std::same_as<B>;
+};
+
+namespace detail {
+
+/// Where this rank lands in a split: its new rank and the new world's size, from every rank's
+/// (color, key) in rank order (the rule of splittable_bootstrap). Every color must be >= 0.
+struct split_place {
+  int rank = 0, size = 0;
+  int first = 0; ///< the lowest old rank of this rank's color
+};
+struct split_card {
+  std::int32_t color, key;
+};
+inline split_place place_in_split(const split_card* all, int world, int me) {
+  split_place p;
+  p.first = -1;
+  for (int r = 0; r < world; ++r) {
+    if (all[r].color != all[me].color) continue;
+    if (p.first < 0) p.first = r;
+    ++p.size;
+    if (all[r].key < all[me].key || (all[r].key == all[me].key && r < me)) ++p.rank;
+  }
+  return p;
+}
+
+} // namespace detail
 
 } // namespace ark

@@ -60,6 +60,29 @@ inline const char* to_string(dtype t) {
   return names[static_cast<int>(t)];
 }
 
+/// Calls f(T{}) with T the element type of t (a run-time type to a template's).
+template <class F>
+decltype(auto) with_dtype(dtype t, F&& f) {
+  switch (t) {
+  case dtype::f32:
+    return f(float{});
+  case dtype::f64:
+    return f(double{});
+  case dtype::i32:
+    return f(std::int32_t{});
+  case dtype::i64:
+    return f(std::int64_t{});
+  case dtype::u8:
+    return f(std::uint8_t{});
+  case dtype::i8:
+    return f(std::int8_t{});
+  case dtype::f16:
+    return f(fp16{});
+  default:
+    return f(bf16{});
+  }
+}
+
 inline std::size_t size_of(dtype t) {
   constexpr std::size_t sizes[] = {4, 8, 4, 8, 1, 2, 2, 1};
   return sizes[static_cast<int>(t)];

@@ -1,0 +1,315 @@
+// ark/hierarchy/communicator.hpp: collectives over several nodes. Inside a node ark's own
+// communicator moves the data (its transports, over the node-local team); between nodes an
+// inter-node engine (internode/engine.hpp: MPI, or any model) carries each rail's share: rail l
+// is local rank l of every node, so every rank talks across nodes, each for its own part.
+//
+//   auto group = std::make_shared<ark::in_process_group>(4);  // or mpi_bootstrap, unix sockets
+//   ark::hierarchical_communicator<ark::platform::host, ark::bootstrap_engine> comm(
+//       ark::in_process_bootstrap(group, rank));
+//   comm.all_reduce(in, out, count);
+//
+// Built collectively from one bootstrap that can split (splittable_bootstrap): the ranks learn
+// their nodes (hierarchy/nodes.hpp), split off the node's bootstrap (for ark's communicator) and
+// the rail's (for the engine, made by `make_engine(rail bootstrap)`, by default E(rail)). Every
+// node holds the same number L of ranks, N nodes in all (learn_nodes refuses others).
+//
+// The algorithms (L > 1 and N > 1; one node is ark's communicator alone, one rank a node the
+// engine alone):
+//   all-reduce      local reduce-scatter into the rank's shard of out (1/L of the data), the
+//                   rail's all-reduce of that shard, local all-gather of the shards; the count's
+//                   last count % L elements: a local all-reduce, then each rail's engine
+//   reduce-scatter  in's blocks reordered in scratch by rail ([local][node]), local
+//                   reduce-scatter of the rails' columns, the rail's reduce-scatter of the column
+//   all-gather      the rail's all-gather (the rank's block from every node), local all-gather of
+//                   the columns, the blocks put in rank order
+//   broadcast       the root's rail from the root's node, then every node from its rank on it
+//   reduce          every node to its rank on the root's rail, then that rail's reduce to the root
+// A sum or an average crosses nodes as a sum; an average is divided once, at the end, by the
+// job's world (as one communicator over every rank divides). Reduce-scatter, all-gather and
+// reduce go through `scratch_bytes` of scratch, in chunks that fit it; the steps of a chunk run
+// one after the other (the engine's time is not yet overlapped with the node's steps).
+//
+// Memory: the engine takes host memory. On a GPU each engine step synchronizes the call's stream
+// and stages the rail's share through host memory; on the host platform the engine reads the
+// buffers themselves.
+#pragma once
+
+#include "ark/communicator/communicator.hpp"
+#include "ark/hierarchy/nodes.hpp"
+#include "ark/internode/engine.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace ark {
+
+template <device P, internode_engine E>
+class hierarchical_communicator {
+public:
+  struct config {
+    communicator_config<P> local{}; ///< the node-local communicator's (device, timeout, ...)
+    node_options nodes = node_options::from_env();
+    /// Scratch of reduce-scatter, all-gather and reduce: larger calls run in chunks that fit.
+    std::size_t scratch_bytes = std::size_t(8) << 20;
+  };
+
+  /// Collective over the bootstrap's ranks; make_engine(rail bootstrap) makes the engine.
+  template <splittable_bootstrap Boot, class MakeEngine>
+  requires std::is_invocable_r_v<E, MakeEngine&, Boot>
+  hierarchical_communicator(Boot boot, MakeEngine make_engine, config cfg = {})
+      : map_(learn_nodes(boot, cfg.nodes)), scratch_bytes_(cfg.scratch_bytes) {
+    if (cfg.scratch_bytes < 256)
+      detail::throw_invalid("hierarchical_communicator", "scratch_bytes must be >= 256");
+    local_.emplace(boot.split(map_.node, map_.local_rank), cfg.local);
+    if (map_.nodes > 1) engine_.emplace(make_engine(boot.split(map_.local_rank, map_.node)));
+    scratch_ = P::allocate(cfg.scratch_bytes, cfg.local.device);
+  }
+  template <splittable_bootstrap Boot>
+  requires std::is_constructible_v<E, Boot>
+  explicit hierarchical_communicator(Boot boot, config cfg = {})
+      : hierarchical_communicator(
+            std::move(boot), [](Boot b) { return E(std::move(b)); }, std::move(cfg)) {}
+
+  /// From parts the caller made: the layout, the node's bootstrap (over its local_size ranks,
+  /// ranked by local rank) and, with several nodes, the rail's engine (ranked by node). For jobs
+  /// whose layout is known in advance, e.g. a process per node whose ranks are its threads: the
+  /// node's bootstrap in_process, each thread's engine on an MPI communicator of its own.
+  /// Collective over the node's ranks.
+  template <bootstrap LocalBoot>
+  hierarchical_communicator(node_map layout, LocalBoot local, std::optional<E> engine, config cfg = {})
+      : map_(std::move(layout)), scratch_bytes_(cfg.scratch_bytes) {
+    if (cfg.scratch_bytes < 256)
+      detail::throw_invalid("hierarchical_communicator", "scratch_bytes must be >= 256");
+    if (local.size() != map_.local_size || local.rank() != map_.local_rank)
+      detail::throw_invalid("hierarchical_communicator", "the node's bootstrap is not the layout's node");
+    if (map_.nodes > 1 && (!engine || engine->size() != map_.nodes || engine->rank() != map_.node))
+      detail::throw_invalid("hierarchical_communicator", "the engine is not the layout's rail");
+    local_.emplace(std::move(local), cfg.local);
+    if (map_.nodes > 1) engine_ = std::move(engine);
+    scratch_ = P::allocate(cfg.scratch_bytes, cfg.local.device);
+  }
+
+  hierarchical_communicator(const hierarchical_communicator&) = delete;
+  hierarchical_communicator& operator=(const hierarchical_communicator&) = delete;
+  ~hierarchical_communicator() {
+    if (scratch_.ptr) P::release(scratch_);
+  }
+
+  int rank() const { return map_.rank; }
+  int world() const { return map_.world; }
+  const node_map& nodes() const { return map_; }
+  /// The node-local communicator (ark's transports), for calls that stay in the node.
+  communicator<P>& local() { return *local_; }
+  /// The rail's engine; null with one node.
+  E* engine() { return engine_ ? &*engine_ : nullptr; }
+
+  /// out[i] = in[i] reduced over every rank of every node. In place when in == out.
+  template <element T, class Op = op::sum>
+  void all_reduce(const T* in, T* out, std::size_t count, Op op = {}, const call_options<P>& o = {}) {
+    const char* call = "hierarchical all_reduce";
+    const engine_reduction r = to_engine(op, call);
+    check_buffers(call, in, count, out, count);
+    const auto lop = local_op(op);
+    if (map_.nodes == 1) return local_->all_reduce(in, out, count, op, o);
+    const std::size_t L = static_cast<std::size_t>(map_.local_size), c = count / L, done = c * L;
+    if (c > 0) {
+      T* shard = out + map_.local_rank * c;
+      if (L > 1) local_->reduce_scatter(in, shard, c, lop, o);
+      across(o, L > 1 ? shard : in, shard, c * sizeof(T), c * sizeof(T),
+             [&](const void* a, void* b) { engine_->all_reduce(a, b, c, dtype_of<T>, r); });
+      if (L > 1) local_->all_gather(shard, out, c, o);
+    }
+    if (done < count) { // fewer than L elements: reduced in the node, then by every rail alike
+      const std::size_t n = count - done;
+      local_->all_reduce(in + done, out + done, n, lop, o);
+      across(o, out + done, out + done, n * sizeof(T), n * sizeof(T),
+             [&](const void* a, void* b) { engine_->all_reduce(a, b, n, dtype_of<T>, r); });
+    }
+  }
+
+  /// in: world() blocks of `count`; out (count elements) = block rank() reduced over every rank.
+  /// In place when out == in + rank() * count.
+  template <element T, class Op = op::sum>
+  void reduce_scatter(const T* in, T* out, std::size_t count, Op op = {}, const call_options<P>& o = {}) {
+    const char* call = "hierarchical reduce_scatter";
+    const engine_reduction r = to_engine(op, call);
+    const std::size_t W = static_cast<std::size_t>(world());
+    check_buffers(call, in, count * W, out, count, out == in + rank() * count);
+    if (map_.nodes == 1) return local_->reduce_scatter(in, out, count, op, o);
+    const int N = map_.nodes, L = map_.local_size;
+    if (L == 1) // nodes in rank order, one rank each: the engine alone
+      return across(o, in, out, count * W * sizeof(T), count * sizeof(T),
+                    [&](const void* a, void* b) { engine_->reduce_scatter(a, b, count, dtype_of<T>, r); });
+    const auto lop = local_op(op);
+    T* s = static_cast<T*>(static_cast<void*>(scratch_.ptr));
+    for (const auto [at, m] : chunks(count, W * sizeof(T))) {
+      // s = [local l][node n][m]: block (n, l)'s chunk; local rank l keeps column l
+      for (int l = 0; l < L; ++l)
+        for (int n = 0; n < N; ++n)
+          P::copy_async(s + (static_cast<std::size_t>(l) * N + n) * m, in + map_.global(n, l) * count + at,
+                        m * sizeof(T), stream_of(o));
+      T* column = s + static_cast<std::size_t>(map_.local_rank) * N * m;
+      local_->reduce_scatter(s, column, N * m, lop, o);
+      across(o, column, out + at, N * m * sizeof(T), m * sizeof(T),
+             [&](const void* a, void* b) { engine_->reduce_scatter(a, b, m, dtype_of<T>, r); });
+    }
+  }
+
+  /// out (world() blocks of `count`): block q = rank q's in. In place when in == out + rank() * count.
+  template <element T>
+  void all_gather(const T* in, T* out, std::size_t count, const call_options<P>& o = {}) {
+    const char* call = "hierarchical all_gather";
+    const std::size_t W = static_cast<std::size_t>(world());
+    check_buffers(call, in, count, out, count * W, in == out + rank() * count);
+    if (map_.nodes == 1) return local_->all_gather(in, out, count, o);
+    const int N = map_.nodes, L = map_.local_size;
+    if (L == 1)
+      return across(o, in, out, count * sizeof(T), count * W * sizeof(T),
+                    [&](const void* a, void* b) { engine_->all_gather(a, b, count * sizeof(T)); });
+    T* s = static_cast<T*>(static_cast<void*>(scratch_.ptr));
+    for (const auto [at, m] : chunks(count, W * sizeof(T))) {
+      T* column = s + static_cast<std::size_t>(map_.local_rank) * N * m; // [node n][m] of this rail
+      across(o, in + at, column, m * sizeof(T), N * m * sizeof(T),
+             [&](const void* a, void* b) { engine_->all_gather(a, b, m * sizeof(T)); });
+      local_->all_gather(column, s, N * m, o); // s = [local l][node n][m]
+      for (int l = 0; l < L; ++l)
+        for (int n = 0; n < N; ++n)
+          P::copy_async(out + map_.global(n, l) * count + at, s + (static_cast<std::size_t>(l) * N + n) * m,
+                        m * sizeof(T), stream_of(o));
+    }
+  }
+
+  /// out = root's in on every rank (root's out too, unless in == out).
+  template <element T>
+  void broadcast(const T* in, T* out, std::size_t count, int root, const call_options<P>& o = {}) {
+    const char* call = "hierarchical broadcast";
+    check_root(call, root);
+    check_buffers(call, rank() == root ? in : out, count, out, count, true);
+    if (map_.nodes == 1) return local_->broadcast(in, out, count, map_.local_of[root], o);
+    const int root_node = map_.node_of[root], root_local = map_.local_of[root];
+    const bool mine = rank() == root;
+    if (map_.local_rank == root_local)
+      across(o, mine ? in : out, out, count * sizeof(T), count * sizeof(T),
+             [&](const void* a, void* b) { engine_->broadcast(a, b, count * sizeof(T), root_node); });
+    if (map_.local_size > 1) local_->broadcast(out, out, count, root_local, o);
+  }
+
+  /// root's out = in reduced over every rank. Other ranks' out is not used (may be null).
+  template <element T, class Op = op::sum>
+  void reduce(const T* in, T* out, std::size_t count, int root, Op op = {}, const call_options<P>& o = {}) {
+    const char* call = "hierarchical reduce";
+    const engine_reduction r = to_engine(op, call);
+    check_root(call, root);
+    check_buffers(call, in, count, rank() == root ? out : nullptr, rank() == root ? count : 0, true);
+    if (map_.nodes == 1) return local_->reduce(in, out, count, map_.local_of[root], op, o);
+    const int root_node = map_.node_of[root], root_local = map_.local_of[root];
+    const auto lop = local_op(op);
+    T* s = static_cast<T*>(static_cast<void*>(scratch_.ptr));
+    for (const auto [at, m] : chunks(count, sizeof(T))) {
+      // the node's partial lands in scratch on its rank on the root's rail
+      if (map_.local_size > 1)
+        local_->reduce(in + at, s, m, root_local, lop, o);
+      else
+        P::copy_async(s, in + at, m * sizeof(T), stream_of(o));
+      if (map_.local_rank == root_local)
+        across(o, s, rank() == root ? out + at : s, m * sizeof(T), rank() == root ? m * sizeof(T) : 0,
+               [&](const void* a, void* b) { engine_->reduce(a, b, m, dtype_of<T>, r, root_node); });
+    }
+  }
+
+private:
+  /// The engine's reduction for op: a sum for an average, divided by the world at the end.
+  template <class Op>
+  engine_reduction to_engine(const Op& op, const char* call) const {
+    using K = op::dynamic::kind;
+    const auto w = static_cast<std::uint32_t>(world());
+    if constexpr (std::is_same_v<Op, op::sum>)
+      return {K::sum, 1};
+    else if constexpr (std::is_same_v<Op, op::prod>)
+      return {K::prod, 1};
+    else if constexpr (std::is_same_v<Op, op::min>)
+      return {K::min, 1};
+    else if constexpr (std::is_same_v<Op, op::max>)
+      return {K::max, 1};
+    else if constexpr (std::is_same_v<Op, op::avg>)
+      return {K::sum, w};
+    else if constexpr (std::is_same_v<Op, op::dynamic>) {
+      if (op.k == K::premul_sum) detail::throw_invalid(call, "an inter-node engine has no premul_sum");
+      return op.k == K::avg ? engine_reduction{K::sum, w} : engine_reduction{op.k, 1};
+    } else {
+      static_assert(std::is_same_v<Op, op::sum>, "a hierarchical collective reduces with ark's built-in ops "
+                                                 "(sum, prod, min, max, avg, op::dynamic): those an "
+                                                 "inter-node engine carries out");
+      return {};
+    }
+  }
+  /// The node's op: an average is summed in the node (divided once, by the engine).
+  template <class Op>
+  static auto local_op(const Op& op) {
+    if constexpr (std::is_same_v<Op, op::avg>)
+      return op::sum{};
+    else if constexpr (std::is_same_v<Op, op::dynamic>)
+      return op.k == op::dynamic::kind::avg ? op::dynamic{} : op;
+    else
+      return op;
+  }
+
+  /// An engine step on `in_bytes` at `in` into `out_bytes` at `out`: the buffers themselves where
+  /// launches are synchronous (host memory), else staged through host memory after the stream.
+  template <class F>
+  void across(const call_options<P>& o, const void* in, void* out, std::size_t in_bytes,
+              std::size_t out_bytes, F&& step) {
+    if constexpr (P::synchronous_launch) {
+      step(in, out);
+    } else {
+      P::synchronize(stream_of(o));
+      std::vector<std::byte> a(in_bytes), b(out_bytes);
+      if (in_bytes) P::copy(a.data(), in, in_bytes);
+      step(a.data(), b.data());
+      if (out_bytes) P::copy(out, b.data(), out_bytes);
+    }
+  }
+  typename P::stream stream_of(const call_options<P>& o) const {
+    return o.stream ? o.stream : local_->stream();
+  }
+
+  /// [at, at + m) chunks of `count` elements, each m * row_bytes fitting the scratch.
+  struct chunk {
+    std::size_t at, m;
+  };
+  std::vector<chunk> chunks(std::size_t count, std::size_t row_bytes) const {
+    const std::size_t per = std::max<std::size_t>(1, scratch_bytes_ / row_bytes);
+    std::vector<chunk> v;
+    for (std::size_t at = 0; at < count; at += per) v.push_back({at, std::min(per, count - at)});
+    return v;
+  }
+
+  void check_root(const char* call, int root) const {
+    if (root < 0 || root >= world())
+      detail::throw_invalid(call, "root " + std::to_string(root) + " is outside [0, " +
+                                      std::to_string(world()) + ")");
+  }
+  /// Null buffers of a non-empty call, and an input and output that overlap other than where the
+  /// call allows (`in_place`: in and out may overlap as the call's in-place form has them).
+  template <class T>
+  void check_buffers(const char* call, const T* in, std::size_t in_count, const T* out, std::size_t out_count,
+                     bool in_place = false) const {
+    if ((in_count && !in) || (out_count && !out)) detail::throw_invalid(call, "a buffer is null");
+    if (in_place || in == out || !in_count || !out_count) return;
+    if (in < out + out_count && out < in + in_count)
+      detail::throw_invalid(call, "in and out overlap (other than in the call's in-place form)");
+  }
+
+  node_map map_;
+  std::size_t scratch_bytes_;
+  std::optional<communicator<P>> local_;
+  std::optional<E> engine_;
+  typename P::memory scratch_{};
+};
+
+} // namespace ark

@@ -1,0 +1,290 @@
+// Hierarchical collectives on the host platform, ranks as threads split into "nodes" by name:
+// how ranks learn their nodes; every collective, element type and op against the reference, out
+// of place and in place, at odd counts, in chunks through a small scratch, over layouts whose ranks
+// are and are not numbered node by node, one node, one rank a node; refusals on every rank before
+// anything moves; a rank that never comes is a timeout on every rank, not a hang.
+#include "ark/ark.hpp"
+
+#include "../support/reference.hpp"
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+using host = ark::platform::host;
+using hcomm = ark::hierarchical_communicator<host, ark::bootstrap_engine>;
+using ark_test::input;
+using ark_test::matches;
+using ark_test::reduce_reference;
+
+/// Runs body(rank) on `world` threads, each over the same in-process group; returns the
+/// exception text of each rank (empty: none; "timeout: " first for an ark::timeout_error).
+std::vector<std::string> run_threads(int world,
+                                     const std::function<void(ark::in_process_bootstrap, int)>& body,
+                                     std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+  auto group = std::make_shared<ark::in_process_group>(world, timeout);
+  std::vector<std::string> errors(world);
+  std::vector<std::thread> ts;
+  for (int r = 0; r < world; ++r)
+    ts.emplace_back([&, r] {
+      try {
+        body(ark::in_process_bootstrap(group, r), r);
+      } catch (const ark::timeout_error& e) {
+        errors[r] = std::string("timeout: ") + e.what();
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+  for (auto& t : ts) t.join();
+  return errors;
+}
+
+hcomm::config config_for(std::string node, std::size_t scratch = std::size_t(8) << 20) {
+  hcomm::config c;
+  c.nodes.name = std::move(node);
+  c.nodes.ranks_per_node = 0;
+  c.scratch_bytes = scratch;
+  c.local.timeout = std::chrono::seconds(20);
+  return c;
+}
+
+/// Every collective of T with Op on `count` elements, out of place and in place; returns the
+/// wrong elements (and an output written where it must not be).
+template <class T, class Op>
+std::size_t check_collectives(hcomm& c, std::size_t count, std::uint64_t seed, int root) {
+  const int W = c.world(), me = c.rank();
+  const std::size_t Wc = count * W;
+  std::size_t bad = 0;
+  auto in_of = [&](std::size_t n) {
+    std::vector<T> v(n);
+    for (std::size_t i = 0; i < n; ++i) v[i] = input<T, Op>(seed, me, i);
+    return v;
+  };
+  auto reduced = [&](std::size_t i) {
+    std::vector<T> vals(W);
+    for (int q = 0; q < W; ++q) vals[q] = input<T, Op>(seed, q, i);
+    return reduce_reference<T, Op>(vals);
+  };
+  std::vector<T> out;
+  const std::vector<T> in = in_of(Wc);
+  for (const bool in_place : {false, true}) {
+    // all-reduce
+    out = in_place ? in_of(count) : std::vector<T>(count + 1);
+    if (!in_place) ark_test::poison(out, 0xA5);
+    const T guard = out.empty() ? T{} : out.back();
+    c.all_reduce(in_place ? out.data() : in.data(), out.data(), count, Op{});
+    for (std::size_t i = 0; i < count; ++i) bad += !matches(out[i], reduced(i), W);
+    if (!in_place) bad += std::memcmp(&out[count], &guard, sizeof(T)) != 0;
+    // reduce-scatter: block `me` reduced
+    if (in_place) {
+      out = in;
+    } else {
+      out.assign(count, T{});
+      ark_test::poison(out, 0xA5);
+    }
+    c.reduce_scatter(in_place ? out.data() : in.data(), in_place ? out.data() + me * count : out.data(),
+                     count, Op{});
+    for (std::size_t i = 0; i < count; ++i)
+      bad += !matches(out[(in_place ? me * count : 0) + i], reduced(me * count + i), W);
+    // all-gather
+    out.assign(Wc, T{});
+    ark_test::poison(out, 0xA5);
+    if (in_place)
+      for (std::size_t i = 0; i < count; ++i) out[me * count + i] = in[i];
+    c.all_gather(in_place ? out.data() + me * count : in.data(), out.data(), count);
+    for (int q = 0; q < W; ++q)
+      for (std::size_t i = 0; i < count; ++i) {
+        const T want = input<T, Op>(seed, q, i);
+        bad += std::memcmp(&out[q * count + i], &want, sizeof(T)) != 0;
+      }
+    // broadcast from root
+    out = in_place && me == root ? in_of(count) : std::vector<T>(count);
+    if (!(in_place && me == root)) ark_test::poison(out, 0xA5);
+    c.broadcast(in_place && me == root ? out.data() : in.data(), out.data(), count, root);
+    for (std::size_t i = 0; i < count; ++i) {
+      const T want = input<T, Op>(seed, root, i);
+      bad += std::memcmp(&out[i], &want, sizeof(T)) != 0;
+    }
+    // reduce to root; the others' out is not written
+    out = in_place ? in_of(count) : std::vector<T>(count);
+    if (!in_place) ark_test::poison(out, 0xA5);
+    const std::vector<T> before = out;
+    c.reduce(in_place ? out.data() : in.data(), out.data(), count, root, Op{});
+    for (std::size_t i = 0; i < count; ++i)
+      bad += me == root ? !matches(out[i], reduced(i), W) : std::memcmp(&out[i], &before[i], sizeof(T)) != 0;
+  }
+  return bad;
+}
+
+template <class T>
+std::size_t every_op(hcomm& c, std::size_t count, std::uint64_t seed, int root) {
+  return check_collectives<T, ark::op::sum>(c, count, seed, root) +
+         check_collectives<T, ark::op::prod>(c, count, seed + 1, root) +
+         check_collectives<T, ark::op::min>(c, count, seed + 2, root) +
+         check_collectives<T, ark::op::max>(c, count, seed + 3, root) +
+         check_collectives<T, ark::op::avg>(c, count, seed + 4, root);
+}
+
+struct layout {
+  const char* what;
+  int world;
+  std::function<std::string(int)> node; ///< a rank's node name
+  int ranks_per_node = 0;
+  int nodes, local_size;
+};
+} // namespace
+
+TEST_CASE("hierarchy: ranks learn their nodes from names (and cuts), numbered by their lowest rank") {
+  const auto errors = run_threads(6, [](ark::in_process_bootstrap b, int r) {
+    ark::node_options o;
+    o.name = r % 3 == 1 ? "b" : "a"; // a: ranks 0, 2, 3, 5; b: 1, 4
+    o.ranks_per_node = 2;            // a cut into {0, 2} and {3, 5}
+    const ark::node_map m = ark::learn_nodes(b, o);
+    const int node[] = {0, 1, 0, 2, 1, 2}, local[] = {0, 0, 1, 0, 1, 1};
+    if (m.nodes != 3 || m.local_size != 2 || m.node != node[r] || m.local_rank != local[r] || m.node_major())
+      throw std::runtime_error("wrong map at rank " + std::to_string(r));
+    for (int q = 0; q < 6; ++q)
+      if (m.global(node[q], local[q]) != q) throw std::runtime_error("rank_at disagrees");
+  });
+  for (const auto& e : errors) CHECK(e == "");
+}
+
+TEST_CASE(
+    "hierarchy: nodes of different sizes, or ranks that cut nodes differently, are refused on every rank") {
+  // three nodes of 1, 2 and 2 ranks
+  auto errors = run_threads(5, [](ark::in_process_bootstrap b, int r) {
+    hcomm c(std::move(b), config_for(r == 0 ? "x" : r < 3 ? "y" : "z"));
+  });
+  for (const auto& e : errors)
+    CHECK(e.find("nodes hold different numbers of ranks (1, 2, 2)") != std::string::npos);
+  errors = run_threads(4, [](ark::in_process_bootstrap b, int r) {
+    auto cfg = config_for("one");
+    cfg.nodes.ranks_per_node = r == 0 ? 1 : 2;
+    hcomm c(std::move(b), cfg);
+  });
+  for (const auto& e : errors) CHECK(e.find("cuts nodes into") != std::string::npos);
+}
+
+TEST_CASE(
+    "hierarchy: every collective, type and op against the reference, in place or not, over every layout") {
+  const layout layouts[] = {
+      {"2 nodes x 2, numbered node by node", 4, [](int r) { return "n" + std::to_string(r / 2); }, 0, 2, 2},
+      {"3 nodes x 2, interleaved", 6, [](int r) { return "n" + std::to_string(r % 3); }, 0, 3, 2},
+      {"2 nodes x 3, one name cut by ranks_per_node", 6, [](int) { return std::string("host"); }, 3, 2, 3},
+      {"4 nodes of one rank (the engine alone)", 4, [](int r) { return "n" + std::to_string(r); }, 0, 4, 1},
+      {"one node of 4 (ark alone)", 4, [](int) { return std::string("host"); }, 0, 1, 4},
+  };
+  for (const layout& l : layouts) {
+    CAPTURE(l.what);
+    std::vector<std::size_t> bad(l.world, 0);
+    std::vector<int> shape_ok(l.world, 0);
+    const auto errors = run_threads(l.world, [&](ark::in_process_bootstrap b, int r) {
+      // a small scratch: reduce-scatter, all-gather and reduce run in many chunks
+      auto cfg = config_for(l.node(r), 256);
+      cfg.nodes.ranks_per_node = l.ranks_per_node;
+      hcomm c(std::move(b), cfg);
+      shape_ok[r] = c.nodes().nodes == l.nodes && c.nodes().local_size == l.local_size &&
+                    (c.engine() != nullptr) == (l.nodes > 1);
+      const int root = l.world - 1;
+      for (const std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{5}, std::size_t{203}}) {
+        bad[r] += every_op<float>(c, count, 11 + count, root);
+        bad[r] += every_op<std::int32_t>(c, count, 12 + count, 1 % l.world);
+        if (l.nodes == 2 && l.local_size == 2) { // every element type on one layout
+          bad[r] += every_op<double>(c, count, 13, 0);
+          bad[r] += every_op<std::int64_t>(c, count, 14, 1);
+          bad[r] += every_op<std::uint8_t>(c, count, 15, 2);
+          bad[r] += every_op<std::int8_t>(c, count, 16, 3);
+          bad[r] += every_op<ark::fp16>(c, count, 17, 2);
+          bad[r] += every_op<ark::bf16>(c, count, 18, 1);
+        }
+      }
+    });
+    for (int r = 0; r < l.world; ++r) {
+      CAPTURE(r);
+      CHECK(errors[r] == "");
+      CHECK(shape_ok[r] == 1);
+      CHECK(bad[r] == 0);
+    }
+  }
+}
+
+TEST_CASE("hierarchy: calls larger than the scratch and repeated calls on the default scratch") {
+  std::vector<std::size_t> bad(4, 0);
+  const auto errors = run_threads(4, [&](ark::in_process_bootstrap b, int r) {
+    hcomm c(std::move(b), config_for("n" + std::to_string(r % 2), 4096));
+    for (int k = 0; k < 3; ++k) bad[r] += check_collectives<float, ark::op::sum>(c, 3001 + k, 40 + k, k % 4);
+  });
+  for (int r = 0; r < 4; ++r) {
+    CHECK(errors[r] == "");
+    CHECK(bad[r] == 0);
+  }
+}
+
+TEST_CASE("hierarchy: bad calls are refused on the calling rank before anything moves, outputs untouched") {
+  std::vector<int> refused(4, 0);
+  const auto errors = run_threads(4, [&](ark::in_process_bootstrap b, int r) {
+    hcomm c(std::move(b), config_for("n" + std::to_string(r / 2)));
+    std::vector<float> in(64, 1.0f), out(64, -3.0f);
+    auto refuses = [&](auto&& f) {
+      try {
+        f();
+      } catch (const ark::invalid_argument&) {
+        refused[r] += 1;
+      }
+    };
+    ark::op::dynamic premul{ark::op::dynamic::kind::premul_sum};
+    refuses([&] { c.all_reduce(in.data(), out.data(), 8, premul); });
+    refuses([&] { c.all_reduce<float>(nullptr, out.data(), 8); });
+    refuses([&] { c.broadcast(in.data(), out.data(), 8, 4); });
+    refuses([&] { c.reduce(in.data(), out.data(), 8, -1); });
+    refuses([&] { c.reduce_scatter(out.data() + 1, out.data(), 8); }); // overlapping, not in place
+    refuses([&] { c.all_gather(out.data() + 1, out.data(), 8); });
+    for (float v : out) refused[r] += v != -3.0f ? 100 : 0;
+    // the communicator still works afterwards
+    c.all_reduce(in.data(), out.data(), 64);
+    for (int i = 0; i < 64; ++i) refused[r] += out[i] != 4.0f ? 100 : 0;
+  });
+  for (int r = 0; r < 4; ++r) {
+    CHECK(errors[r] == "");
+    CHECK(refused[r] == 6);
+  }
+}
+
+TEST_CASE("hierarchy: a rank that never comes to a call is an error on every other rank within the bound") {
+  using namespace std::chrono_literals;
+  std::vector<long> took(4, 0);
+  const auto errors = run_threads(
+      4,
+      [&](ark::in_process_bootstrap b, int r) {
+        auto cfg = config_for("n" + std::to_string(r / 2));
+        cfg.local.timeout = 400ms;
+        hcomm c(std::move(b), cfg);
+        std::vector<float> in(1000, 1.0f), out(1000);
+        c.all_reduce(in.data(), out.data(), 1000); // every rank once
+        if (r == 3) return;                        // then rank 3 stays away
+        const auto t0 = std::chrono::steady_clock::now();
+        try {
+          c.all_reduce(in.data(), out.data(), 1000);
+        } catch (...) {
+          took[r] =
+              std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+                  .count();
+          throw;
+        }
+      },
+      400ms);
+  // rank 2 waits for rank 3 in its node; rank 1 on its rail (the engine); rank 0 on its rail for
+  // rank 2, which gave up
+  for (int r = 0; r < 3; ++r) {
+    CAPTURE(r);
+    CHECK(errors[r].rfind("timeout: ", 0) == 0);
+    CHECK(took[r] < 5000);
+  }
+  CHECK(errors[3] == "");
+}

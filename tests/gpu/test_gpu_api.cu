@@ -196,9 +196,10 @@ TEST_CASE("gpu: ranks as threads call freely, each waiting for its own stream af
   for (int r = 0; r < world; ++r) CHECK(bad[r] == 0);
 }
 
-TEST_CASE("gpu: hierarchical collectives, two nodes of two ranks sharing the GPU, the bootstrap engine between "
-          "them" *
-          needs_gpus(1)) {
+TEST_CASE(
+    "gpu: hierarchical collectives, two nodes of two ranks sharing the GPU, the bootstrap engine between "
+    "them" *
+    needs_gpus(1)) {
   // four ranks as threads named into two nodes: ark's communicator inside each node on the GPU,
   // each engine step staged through host memory after the call's stream; a small scratch, so
   // reduce-scatter, all-gather and reduce run in many chunks
@@ -226,7 +227,9 @@ TEST_CASE("gpu: hierarchical collectives, two nodes of two ranks sharing the GPU
         made.arrive_and_wait(); // streams and memory before any call (README, "Ranks that share a GPU")
         ark::call_options<gpu> o;
         o.stream = s;
-        auto value = [](int r, std::size_t i) { return static_cast<float>((r + 1) * static_cast<int>(i % 13)); };
+        auto value = [](int r, std::size_t i) {
+          return static_cast<float>((r + 1) * static_cast<int>(i % 13));
+        };
         for (const std::size_t n : {std::size_t{1}, std::size_t{1001}, most}) {
           std::vector<float> h(n * world);
           for (std::size_t i = 0; i < h.size(); ++i) h[i] = value(rank, i);
@@ -259,7 +262,8 @@ TEST_CASE("gpu: hierarchical collectives, two nodes of two ranks sharing the GPU
           out.upload(std::vector<float>(n, -1.0f));
           c.reduce(in.get(), out.get(), n, 1, ark::op::max{}, o);
           got = fetch(n);
-          for (std::size_t i = 0; i < n; ++i) bad[rank] += got[i] != (rank == 1 ? value(world - 1, i) : -1.0f);
+          for (std::size_t i = 0; i < n; ++i)
+            bad[rank] += got[i] != (rank == 1 ? value(world - 1, i) : -1.0f);
         }
         c.local().synchronize();
         gpu::destroy_stream(s);

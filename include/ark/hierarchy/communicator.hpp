@@ -147,7 +147,8 @@ public:
                     [&](const void* a, void* b) { engine_->reduce_scatter(a, b, count, dtype_of<T>, r); });
     const auto lop = local_op(op);
     T* s = static_cast<T*>(static_cast<void*>(scratch_.ptr));
-    for (const auto [at, m] : chunks(count, W * sizeof(T))) {
+    for (const chunk& ch : chunks(count, W * sizeof(T))) {
+      const std::size_t at = ch.at, m = ch.m; // not a structured binding: clang < 16 cannot capture one
       // s = [local l][node n][m]: block (n, l)'s chunk; local rank l keeps column l
       for (int l = 0; l < L; ++l)
         for (int n = 0; n < N; ++n)
@@ -172,7 +173,8 @@ public:
       return across(o, in, out, count * sizeof(T), count * W * sizeof(T),
                     [&](const void* a, void* b) { engine_->all_gather(a, b, count * sizeof(T)); });
     T* s = static_cast<T*>(static_cast<void*>(scratch_.ptr));
-    for (const auto [at, m] : chunks(count, W * sizeof(T))) {
+    for (const chunk& ch : chunks(count, W * sizeof(T))) {
+      const std::size_t at = ch.at, m = ch.m; // not a structured binding: clang < 16 cannot capture one
       T* column = s + static_cast<std::size_t>(map_.local_rank) * N * m; // [node n][m] of this rail
       across(o, in + at, column, m * sizeof(T), N * m * sizeof(T),
              [&](const void* a, void* b) { engine_->all_gather(a, b, m * sizeof(T)); });
@@ -210,7 +212,8 @@ public:
     const int root_node = map_.node_of[root], root_local = map_.local_of[root];
     const auto lop = local_op(op);
     T* s = static_cast<T*>(static_cast<void*>(scratch_.ptr));
-    for (const auto [at, m] : chunks(count, sizeof(T))) {
+    for (const chunk& ch : chunks(count, sizeof(T))) {
+      const std::size_t at = ch.at, m = ch.m; // not a structured binding: clang < 16 cannot capture one
       // the node's partial lands in scratch on its rank on the root's rail
       if (map_.local_size > 1)
         local_->reduce(in + at, s, m, root_local, lop, o);

@@ -638,7 +638,8 @@ int main(int argc, char** argv) {
     free(h);
   }
   const int grouped_failures = st[0].failures - first_failures;
-  if (grouped_failures) printf("one thread's group of every rank: %d failed; first: %s\n", grouped_failures, st[0].first);
+  if (grouped_failures)
+    printf("one thread's group of every rank: %d failed; first: %s\n", grouped_failures, st[0].first);
   bad += grouped_failures != 0;
   for (int r = 0; r < world; ++r) ncclCommDestroy(comms[r]);
   printf("nccl_api_test, ranks as threads, world %d: %s\n", world, bad ? "FAILED" : "passed");

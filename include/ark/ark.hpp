@@ -30,6 +30,7 @@
 
 #include "ark/algorithms/algorithms.hpp"
 #include "ark/bootstrap/in_process.hpp"
+#include "ark/bootstrap/tcp.hpp"
 #include "ark/bootstrap/unix_socket.hpp"
 #include "ark/communicator/communicator.hpp"
 #include "ark/hierarchy/communicator.hpp"

@@ -564,10 +564,13 @@ std::vector<named_config_result> run_rank(const run_options& ro, int rank, int d
   // both buffers hold a batch: the largest call (an all-gather's world x max_bytes) twice over
   const std::size_t buf_bytes = 2 * per_rank_cap * static_cast<std::size_t>(world) + (1 << 16);
   std::mt19937_64 rng(ro.seed); // the same sequence on every rank
+  const auto world_end =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<long>(ro.seconds * 1000));
   for (std::size_t ci = 0; ci < configs.size(); ++ci) {
-    // each configuration its share of the calls and of the time
-    const auto deadline = std::chrono::steady_clock::now() +
-                          std::chrono::milliseconds(static_cast<long>(ro.seconds * 1000 / configs.size()));
+    // each configuration its share of the calls, and an equal share of the time left: what a
+    // faster configuration did not use goes to the slower ones after it
+    const auto now = std::chrono::steady_clock::now();
+    const auto deadline = now + (world_end - now) / static_cast<long>(configs.size() - ci);
     bool stopped = false;
     named_config_result res;
     res.config = configs[ci].first;

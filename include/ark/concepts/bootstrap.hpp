@@ -8,7 +8,8 @@
 //   3. b.barrier() returns once every rank called it (same bound).
 // It is used only while a communicator is built and torn down, never on the data path.
 // Models (ark/bootstrap/): in_process_bootstrap (threads of one process), unix_socket_bootstrap
-// (processes of one node), mpi_bootstrap (processes started by mpirun; include it yourself).
+// (processes of one node), tcp_bootstrap (processes on any machines), mpi_bootstrap (processes
+// started by mpirun; include it yourself).
 //
 // A splittable_bootstrap also has b.split(color, key): collective over every rank of b, it
 // returns a bootstrap (of b's type) over the ranks that passed the same color (>= 0), ranked by
@@ -41,7 +42,8 @@ namespace detail {
 /// (color, key) in rank order (the rule of splittable_bootstrap). Every color must be >= 0.
 struct split_place {
   int rank = 0, size = 0;
-  int first = 0; ///< the lowest old rank of this rank's color
+  int first = 0;  ///< the lowest old rank of this rank's color
+  int leader = 0; ///< the old rank of the new group's rank 0
 };
 struct split_card {
   std::int32_t color, key;
@@ -49,11 +51,13 @@ struct split_card {
 inline split_place place_in_split(const split_card* all, int world, int me) {
   split_place p;
   p.first = -1;
+  auto before = [&](int a, int b) { return all[a].key < all[b].key || (all[a].key == all[b].key && a < b); };
   for (int r = 0; r < world; ++r) {
     if (all[r].color != all[me].color) continue;
-    if (p.first < 0) p.first = r;
+    if (p.first < 0) p.first = p.leader = r;
     ++p.size;
-    if (all[r].key < all[me].key || (all[r].key == all[me].key && r < me)) ++p.rank;
+    if (before(r, me)) ++p.rank;
+    if (before(r, p.leader)) p.leader = r;
   }
   return p;
 }

@@ -33,23 +33,7 @@ TEST_CASE("tcp bootstrap: all_gather across processes in rank order, and split g
   const int port = free_port(), world = 4;
   CHECK(in_processes(world, [&](int rank) {
           ark::tcp_bootstrap b("127.0.0.1", port, rank, world, std::chrono::seconds(20));
-          if (b.rank() != rank || b.size() != world) return false;
-          for (int round = 0; round < 20; ++round) {
-            const int mine[2] = {rank * 10, round};
-            std::vector<int> all(2 * world);
-            b.all_gather(mine, all.data(), sizeof mine);
-            for (int q = 0; q < world; ++q)
-              if (all[2 * q] != q * 10 || all[2 * q + 1] != round) return false;
-            b.barrier();
-          }
-          for (int round = 0; round < 2; ++round) {
-            auto sub = b.split(rank % 2, world - rank); // keys descending: new ranks backwards
-            if (sub.size() != 2 || sub.rank() != (rank < 2 ? 1 : 0)) return false;
-            int all[2] = {-1, -1};
-            sub.all_gather(&rank, all, sizeof rank);
-            if (all[0] != rank % 2 + 2 || all[1] != rank % 2) return false;
-          }
-          return true;
+          return gathers_in_rank_order(b, rank, world) && splits_by_parity(b, rank);
         }) == world);
 }
 

@@ -31,16 +31,7 @@ TEST_CASE("unix_socket bootstrap: all_gather across processes, many rounds") {
   const int world = 4;
   CHECK(in_processes(world, [&](int rank) {
           ark::unix_socket_bootstrap b(path, rank, world, std::chrono::seconds(20));
-          if (b.rank() != rank || b.size() != world) return false;
-          for (int round = 0; round < 20; ++round) {
-            const int mine[2] = {rank * 10, round};
-            std::vector<int> all(2 * world);
-            b.all_gather(mine, all.data(), sizeof mine);
-            for (int q = 0; q < world; ++q)
-              if (all[2 * q] != q * 10 || all[2 * q + 1] != round) return false;
-            b.barrier();
-          }
-          return true;
+          return gathers_in_rank_order(b, rank, world);
         }) == world);
 }
 
@@ -110,14 +101,6 @@ TEST_CASE("unix_socket bootstrap: split groups processes by color, each group on
   const int world = 4;
   CHECK(in_processes(world, [&](int rank) {
           ark::unix_socket_bootstrap b(path, rank, world, std::chrono::seconds(20));
-          // twice with the same colors: each split meets at sockets of its own
-          for (int round = 0; round < 2; ++round) {
-            auto sub = b.split(rank % 2, world - rank); // keys descending: new ranks backwards
-            if (sub.size() != 2 || sub.rank() != (rank < 2 ? 1 : 0)) return false;
-            int all[2] = {-1, -1};
-            sub.all_gather(&rank, all, sizeof rank);
-            if (all[0] != rank % 2 + 2 || all[1] != rank % 2) return false;
-          }
-          return true;
+          return splits_by_parity(b, rank); // each split's groups meet at sockets of their own
         }) == world);
 }

@@ -12,7 +12,7 @@
 #include "ark/bootstrap/mpi.hpp"
 #include "ark/internode/mpi_engine.hpp"
 
-#include "../support/reference.hpp"
+#include "collective_checks.hpp"
 
 #include <chrono>
 #include <memory>
@@ -26,63 +26,16 @@
 namespace {
 using host = ark::platform::host;
 using hcomm = ark::hierarchical_communicator<host, ark::mpi_engine>;
-using ark_test::input;
-
-template <class T, class Op>
-std::size_t check(hcomm& c, std::size_t count, std::uint64_t seed, int root) {
-  const int W = c.world(), me = c.rank();
-  std::size_t bad = 0;
-  auto ref = [&](std::size_t i) {
-    std::vector<T> v(W);
-    for (int q = 0; q < W; ++q) v[q] = input<T, Op>(seed, q, i);
-    return ark_test::reduce_reference<T, Op>(v);
-  };
-  std::vector<T> in(count * W), out(count * W);
-  for (std::size_t i = 0; i < in.size(); ++i) in[i] = input<T, Op>(seed, me, i);
-  for (const bool in_place : {false, true}) {
-    ark_test::poison(out, 0xA5);
-    if (in_place) std::memcpy(out.data(), in.data(), count * sizeof(T));
-    c.all_reduce(in_place ? out.data() : in.data(), out.data(), count, Op{});
-    for (std::size_t i = 0; i < count; ++i) bad += !ark_test::matches(out[i], ref(i), W);
-    ark_test::poison(out, 0xA5);
-    if (in_place) out = in;
-    c.reduce_scatter(in_place ? out.data() : in.data(), out.data() + (in_place ? me * count : 0), count,
-                     Op{});
-    for (std::size_t i = 0; i < count; ++i)
-      bad += !ark_test::matches(out[(in_place ? me * count : 0) + i], ref(me * count + i), W);
-    ark_test::poison(out, 0xA5);
-    if (in_place) std::memcpy(out.data() + me * count, in.data(), count * sizeof(T));
-    c.all_gather(in_place ? out.data() + me * count : in.data(), out.data(), count);
-    for (int q = 0; q < W; ++q)
-      for (std::size_t i = 0; i < count; ++i) {
-        const T want = input<T, Op>(seed, q, i);
-        bad += std::memcmp(&out[q * count + i], &want, sizeof(T)) != 0;
-      }
-    ark_test::poison(out, 0xA5);
-    if (in_place && me == root) std::memcpy(out.data(), in.data(), count * sizeof(T));
-    c.broadcast(in_place && me == root ? out.data() : in.data(), out.data(), count, root);
-    for (std::size_t i = 0; i < count; ++i) {
-      const T want = input<T, Op>(seed, root, i);
-      bad += std::memcmp(&out[i], &want, sizeof(T)) != 0;
-    }
-    ark_test::poison(out, 0xA5);
-    if (in_place) std::memcpy(out.data(), in.data(), count * sizeof(T));
-    c.reduce(in_place ? out.data() : in.data(), out.data(), count, root, Op{});
-    if (me == root)
-      for (std::size_t i = 0; i < count; ++i) bad += !ark_test::matches(out[i], ref(i), W);
-  }
-  return bad;
-}
 
 /// What one rank checks, then the missing-rank case; "ok ..." or what failed.
 std::string run_rank(hcomm& c) {
   std::size_t bad = 0;
   for (const std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{1001}}) {
-    bad += check<float, ark::op::sum>(c, count, 1 + count, c.world() - 1);
-    bad += check<float, ark::op::avg>(c, count, 2 + count, 0);
-    bad += check<std::int32_t, ark::op::max>(c, count, 3 + count, 1);
-    bad += check<std::int32_t, ark::op::avg>(c, count, 4 + count, 2 % c.world());
-    bad += check<ark::bf16, ark::op::sum>(c, count, 5 + count, 1);
+    bad += ark_test::check_collectives<float, ark::op::sum>(c, count, 1 + count, c.world() - 1);
+    bad += ark_test::check_collectives<float, ark::op::avg>(c, count, 2 + count, 0);
+    bad += ark_test::check_collectives<std::int32_t, ark::op::max>(c, count, 3 + count, 1);
+    bad += ark_test::check_collectives<std::int32_t, ark::op::avg>(c, count, 4 + count, 2 % c.world());
+    bad += ark_test::check_collectives<ark::bf16, ark::op::sum>(c, count, 5 + count, 1);
   }
   if (bad) return std::to_string(bad) + " wrong elements";
   if (c.world() >= 4 && c.rank() != 3) { // rank 3 stays away from one call

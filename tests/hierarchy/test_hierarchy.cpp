@@ -5,7 +5,7 @@
 // anything moves; a rank that never comes is a timeout on every rank, not a hang.
 #include "ark/ark.hpp"
 
-#include "../support/reference.hpp"
+#include "collective_checks.hpp"
 
 #include <doctest/doctest.h>
 
@@ -19,9 +19,7 @@
 namespace {
 using host = ark::platform::host;
 using hcomm = ark::hierarchical_communicator<host, ark::bootstrap_engine>;
-using ark_test::input;
-using ark_test::matches;
-using ark_test::reduce_reference;
+using ark_test::check_collectives;
 
 /// Runs body(rank) on `world` threads, each over the same in-process group; returns the
 /// exception text of each rank (empty: none; "timeout: " first for an ark::timeout_error).
@@ -52,74 +50,6 @@ hcomm::config config_for(std::string node, std::size_t scratch = std::size_t(8) 
   c.scratch_bytes = scratch;
   c.local.timeout = std::chrono::seconds(20);
   return c;
-}
-
-/// Every collective of T with Op on `count` elements, out of place and in place; returns the
-/// wrong elements (and an output written where it must not be).
-template <class T, class Op>
-std::size_t check_collectives(hcomm& c, std::size_t count, std::uint64_t seed, int root) {
-  const int W = c.world(), me = c.rank();
-  const std::size_t Wc = count * W;
-  std::size_t bad = 0;
-  auto in_of = [&](std::size_t n) {
-    std::vector<T> v(n);
-    for (std::size_t i = 0; i < n; ++i) v[i] = input<T, Op>(seed, me, i);
-    return v;
-  };
-  auto reduced = [&](std::size_t i) {
-    std::vector<T> vals(W);
-    for (int q = 0; q < W; ++q) vals[q] = input<T, Op>(seed, q, i);
-    return reduce_reference<T, Op>(vals);
-  };
-  std::vector<T> out;
-  const std::vector<T> in = in_of(Wc);
-  for (const bool in_place : {false, true}) {
-    // all-reduce
-    out = in_place ? in_of(count) : std::vector<T>(count + 1);
-    if (!in_place) ark_test::poison(out, 0xA5);
-    const T guard = out.empty() ? T{} : out.back();
-    c.all_reduce(in_place ? out.data() : in.data(), out.data(), count, Op{});
-    for (std::size_t i = 0; i < count; ++i) bad += !matches(out[i], reduced(i), W);
-    if (!in_place) bad += std::memcmp(&out[count], &guard, sizeof(T)) != 0;
-    // reduce-scatter: block `me` reduced
-    if (in_place) {
-      out = in;
-    } else {
-      out.assign(count, T{});
-      ark_test::poison(out, 0xA5);
-    }
-    c.reduce_scatter(in_place ? out.data() : in.data(), in_place ? out.data() + me * count : out.data(),
-                     count, Op{});
-    for (std::size_t i = 0; i < count; ++i)
-      bad += !matches(out[(in_place ? me * count : 0) + i], reduced(me * count + i), W);
-    // all-gather
-    out.assign(Wc, T{});
-    ark_test::poison(out, 0xA5);
-    if (in_place)
-      for (std::size_t i = 0; i < count; ++i) out[me * count + i] = in[i];
-    c.all_gather(in_place ? out.data() + me * count : in.data(), out.data(), count);
-    for (int q = 0; q < W; ++q)
-      for (std::size_t i = 0; i < count; ++i) {
-        const T want = input<T, Op>(seed, q, i);
-        bad += std::memcmp(&out[q * count + i], &want, sizeof(T)) != 0;
-      }
-    // broadcast from root
-    out = in_place && me == root ? in_of(count) : std::vector<T>(count);
-    if (!(in_place && me == root)) ark_test::poison(out, 0xA5);
-    c.broadcast(in_place && me == root ? out.data() : in.data(), out.data(), count, root);
-    for (std::size_t i = 0; i < count; ++i) {
-      const T want = input<T, Op>(seed, root, i);
-      bad += std::memcmp(&out[i], &want, sizeof(T)) != 0;
-    }
-    // reduce to root; the others' out is not written
-    out = in_place ? in_of(count) : std::vector<T>(count);
-    if (!in_place) ark_test::poison(out, 0xA5);
-    const std::vector<T> before = out;
-    c.reduce(in_place ? out.data() : in.data(), out.data(), count, root, Op{});
-    for (std::size_t i = 0; i < count; ++i)
-      bad += me == root ? !matches(out[i], reduced(i), W) : std::memcmp(&out[i], &before[i], sizeof(T)) != 0;
-  }
-  return bad;
 }
 
 /// The two ways a reduction crosses nodes: as itself (sum), and as a sum divided once at the end

@@ -99,23 +99,18 @@ public:
   void all_gather(const void* in, void* out, std::size_t n) { group_->all_gather(rank_, in, out, n); }
   void barrier() { group_->all_gather(rank_, nullptr, nullptr, 0); }
 
-  /// Collective (splittable_bootstrap): the lowest rank of each color makes the new group and
+  /// Collective (splittable_bootstrap): each group's new rank 0 makes the new group and
   /// hands its address to the others through the gather; it is held until all have taken it.
   in_process_bootstrap split(int color, int key) {
-    if (color < 0) detail::throw_invalid("in_process_bootstrap::split", "color must be >= 0");
-    const int world = size();
-    std::vector<detail::split_card> cards(world);
-    const detail::split_card mine{color, key};
-    all_gather(&mine, cards.data(), sizeof mine);
-    const detail::split_place at = detail::place_in_split(cards.data(), world, rank_);
+    const detail::split_place at = detail::gather_split(*this, color, key, "in_process_bootstrap::split");
     std::unique_ptr<std::shared_ptr<in_process_group>> made;
-    if (at.first == rank_)
+    if (at.leader == rank_)
       made = std::make_unique<std::shared_ptr<in_process_group>>(
           std::make_shared<in_process_group>(at.size, group_->timeout()));
-    std::vector<const std::shared_ptr<in_process_group>*> held(world);
+    std::vector<const std::shared_ptr<in_process_group>*> held(size());
     const std::shared_ptr<in_process_group>* offer = made.get();
     all_gather(&offer, held.data(), sizeof offer);
-    in_process_bootstrap sub(*held[at.first], at.rank);
+    in_process_bootstrap sub(*held[at.leader], at.rank);
     barrier(); // every rank holds its group: the makers may drop their hold
     return sub;
   }

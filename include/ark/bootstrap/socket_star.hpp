@@ -48,7 +48,6 @@ public:
   int rank() const { return rank_; }
   int world() const { return world_; }
   std::chrono::milliseconds timeout() const { return timeout_; }
-  const char* who() const { return who_; }
   /// The connection to rank 0 (ranks other than 0), -1 on rank 0.
   int root_fd() const { return root_; }
   int listener_fd() const { return listener_; }

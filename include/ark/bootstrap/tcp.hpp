@@ -17,7 +17,6 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 
-#include <array>
 #include <memory>
 #include <string>
 
@@ -56,11 +55,7 @@ public:
   /// Collective (splittable_bootstrap): each group's new rank 0 listens on a port of the
   /// system's choosing and gathers where to the others.
   tcp_bootstrap split(int color, int key) {
-    if (color < 0) detail::throw_invalid("tcp_bootstrap::split", "color must be >= 0");
-    std::vector<detail::split_card> cards(size());
-    const detail::split_card mine{color, key};
-    all_gather(&mine, cards.data(), sizeof mine);
-    const detail::split_place at = detail::place_in_split(cards.data(), size(), rank());
+    const detail::split_place at = detail::gather_split(*this, color, key, "tcp_bootstrap::split");
     // the group's meeting point: its new rank 0's address toward this bootstrap, a fresh port
     address where{};
     int listener = -1;

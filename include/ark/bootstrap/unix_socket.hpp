@@ -60,11 +60,7 @@ public:
   /// Collective (splittable_bootstrap): each new group meets at a socket of its own, named after
   /// this one's, the split's serial (the same on every rank: splits are collective) and the color.
   unix_socket_bootstrap split(int color, int key) {
-    if (color < 0) detail::throw_invalid("unix_socket_bootstrap::split", "color must be >= 0");
-    std::vector<detail::split_card> cards(size());
-    const detail::split_card mine{color, key};
-    all_gather(&mine, cards.data(), sizeof mine);
-    const detail::split_place at = detail::place_in_split(cards.data(), size(), rank());
+    const detail::split_place at = detail::gather_split(*this, color, key, "unix_socket_bootstrap::split");
     return unix_socket_bootstrap(path_ + "." + std::to_string((*splits_)++) + "." + std::to_string(color),
                                  at.rank, at.size, star_->timeout());
   }

@@ -42,11 +42,6 @@ void check_overlap(const char* call, const T* in, std::size_t nin, const T* out,
     throw_invalid(call, "send and recv buffers overlap without being in place");
 }
 
-inline void check_root(const char* call, int root, int world) {
-  if (root < 0 || root >= world)
-    throw_invalid(call, "root " + std::to_string(root) + " is outside [0, " + std::to_string(world) + ")");
-}
-
 /// A call or launch that asks for more workers than the ranks sharing a GPU may each hold.
 template <device P>
 void check_block_cap(const rank_runtime<P>& rt, const char* call, unsigned workers) {

@@ -17,9 +17,12 @@
 // hierarchical communicator splits a job's bootstrap into nodes and rails this way.
 #pragma once
 
+#include "ark/core/error.hpp"
+
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace ark {
 
@@ -38,23 +41,30 @@ concept splittable_bootstrap = bootstrap<B> && requires(B& b, int color) {
 
 namespace detail {
 
-/// Where this rank lands in a split: its new rank and the new world's size, from every rank's
-/// (color, key) in rank order (the rule of splittable_bootstrap). Every color must be >= 0.
+/// Where this rank lands in a split: its new rank, the new world's size, and which old rank is
+/// the new group's rank 0 (the rule of splittable_bootstrap).
 struct split_place {
   int rank = 0, size = 0;
-  int first = 0;  ///< the lowest old rank of this rank's color
   int leader = 0; ///< the old rank of the new group's rank 0
 };
-struct split_card {
-  std::int32_t color, key;
-};
-inline split_place place_in_split(const split_card* all, int world, int me) {
+
+/// The first step of every gathering bootstrap's split: refuses a negative color (before any
+/// rank waits), gathers every rank's (color, key) and places this rank.
+template <bootstrap B>
+split_place gather_split(B& b, int color, int key, const char* call) {
+  if (color < 0) throw_invalid(call, "color must be >= 0");
+  struct card {
+    std::int32_t color, key;
+  };
+  const int world = b.size(), me = b.rank();
+  std::vector<card> all(world);
+  const card mine{color, key};
+  b.all_gather(&mine, all.data(), sizeof mine);
+  auto before = [&](int x, int y) { return all[x].key < all[y].key || (all[x].key == all[y].key && x < y); };
   split_place p;
-  p.first = -1;
-  auto before = [&](int a, int b) { return all[a].key < all[b].key || (all[a].key == all[b].key && a < b); };
+  p.leader = me;
   for (int r = 0; r < world; ++r) {
-    if (all[r].color != all[me].color) continue;
-    if (p.first < 0) p.first = p.leader = r;
+    if (all[r].color != color) continue;
     ++p.size;
     if (before(r, me)) ++p.rank;
     if (before(r, p.leader)) p.leader = r;

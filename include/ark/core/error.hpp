@@ -208,6 +208,11 @@ namespace detail {
 [[noreturn]] inline void throw_invalid(const char* call, const std::string& what) {
   throw invalid_argument(std::string(call) + ": " + what);
 }
+/// A root outside [0, world).
+inline void check_root(const char* call, int root, int world) {
+  if (root < 0 || root >= world)
+    throw_invalid(call, "root " + std::to_string(root) + " is outside [0, " + std::to_string(world) + ")");
+}
 } // namespace detail
 
 } // namespace ark

@@ -113,7 +113,7 @@ public:
   void all_reduce(const T* in, T* out, std::size_t count, Op op = {}, const call_options<P>& o = {}) {
     const char* call = "hierarchical all_reduce";
     const engine_reduction r = to_engine(op, call);
-    check_buffers(call, in, count, out, count);
+    check_buffers(call, count, in, count, out, count, in == out);
     const auto lop = local_op(op);
     if (map_.nodes == 1) return local_->all_reduce(in, out, count, op, o);
     const std::size_t L = static_cast<std::size_t>(map_.local_size), c = count / L, done = c * L;
@@ -139,7 +139,7 @@ public:
     const char* call = "hierarchical reduce_scatter";
     const engine_reduction r = to_engine(op, call);
     const std::size_t W = static_cast<std::size_t>(world());
-    check_buffers(call, in, count * W, out, count, out == in + rank() * count);
+    check_buffers(call, count, in, count * W, out, count, out == in + rank() * count);
     if (map_.nodes == 1) return local_->reduce_scatter(in, out, count, op, o);
     const int N = map_.nodes, L = map_.local_size;
     if (L == 1) // nodes in rank order, one rank each: the engine alone
@@ -166,7 +166,7 @@ public:
   void all_gather(const T* in, T* out, std::size_t count, const call_options<P>& o = {}) {
     const char* call = "hierarchical all_gather";
     const std::size_t W = static_cast<std::size_t>(world());
-    check_buffers(call, in, count, out, count * W, in == out + rank() * count);
+    check_buffers(call, count, in, count, out, count * W, in == out + rank() * count);
     if (map_.nodes == 1) return local_->all_gather(in, out, count, o);
     const int N = map_.nodes, L = map_.local_size;
     if (L == 1)
@@ -190,8 +190,8 @@ public:
   template <element T>
   void broadcast(const T* in, T* out, std::size_t count, int root, const call_options<P>& o = {}) {
     const char* call = "hierarchical broadcast";
-    check_root(call, root);
-    check_buffers(call, rank() == root ? in : out, count, out, count, true);
+    detail::check_root(call, root, world());
+    check_buffers(call, count, rank() == root ? in : out, count, out, count, true);
     if (map_.nodes == 1) return local_->broadcast(in, out, count, map_.local_of[root], o);
     const int root_node = map_.node_of[root], root_local = map_.local_of[root];
     const bool mine = rank() == root;
@@ -206,8 +206,8 @@ public:
   void reduce(const T* in, T* out, std::size_t count, int root, Op op = {}, const call_options<P>& o = {}) {
     const char* call = "hierarchical reduce";
     const engine_reduction r = to_engine(op, call);
-    check_root(call, root);
-    check_buffers(call, in, count, rank() == root ? out : nullptr, rank() == root ? count : 0, true);
+    detail::check_root(call, root, world());
+    check_buffers(call, count, in, count, rank() == root ? out : nullptr, rank() == root ? count : 0, true);
     if (map_.nodes == 1) return local_->reduce(in, out, count, map_.local_of[root], op, o);
     const int root_node = map_.node_of[root], root_local = map_.local_of[root];
     const auto lop = local_op(op);
@@ -292,20 +292,16 @@ private:
     return v;
   }
 
-  void check_root(const char* call, int root) const {
-    if (root < 0 || root >= world())
-      detail::throw_invalid(call, "root " + std::to_string(root) + " is outside [0, " +
-                                      std::to_string(world()) + ")");
-  }
-  /// Null buffers of a non-empty call, and an input and output that overlap other than where the
-  /// call allows (`in_place`: in and out may overlap as the call's in-place form has them).
+  /// The communicator's checks (communicator/checks.hpp): a `count` whose world of blocks would
+  /// overflow, a null or misaligned buffer of a non-empty call, and an input and output that
+  /// overlap other than where the call allows (`in_place`: as the call's in-place form has them).
   template <class T>
-  void check_buffers(const char* call, const T* in, std::size_t in_count, const T* out, std::size_t out_count,
-                     bool in_place = false) const {
-    if ((in_count && !in) || (out_count && !out)) detail::throw_invalid(call, "a buffer is null");
-    if (in_place || in == out || !in_count || !out_count) return;
-    if (in < out + out_count && out < in + in_count)
-      detail::throw_invalid(call, "in and out overlap (other than in the call's in-place form)");
+  void check_buffers(const char* call, std::size_t count, const T* in, std::size_t in_count, const T* out,
+                     std::size_t out_count, bool in_place) const {
+    detail::check_elements<T>(call, count, world());
+    detail::check_buffer(call, "in", in, in_count);
+    detail::check_buffer(call, "out", out, out_count);
+    detail::check_overlap(call, in, in_count, out, out_count, in_place);
   }
 
   node_map map_;

@@ -114,31 +114,25 @@ node_map learn_nodes(Boot& boot, node_options o = node_options::from_env()) {
   node_map m;
   m.world = world;
   m.rank = rank;
-  m.node_of.assign(world, -1);
+  m.node_of.assign(world, 0);
   m.local_of.assign(world, 0);
+  // in rank order: a rank's place among the earlier ranks of its host name gives its cut and its
+  // place in it; a (name, cut) seen first makes the next node, so nodes go by their lowest rank
+  std::vector<int> named(world, 0);   // by a name's lowest rank: its ranks seen so far
+  std::vector<int> key_name, key_cut; // node n's name (its lowest rank) and cut
   std::vector<int> sizes;
   for (int r = 0; r < world; ++r) {
-    if (m.node_of[r] >= 0) continue;
-    // r is the lowest rank of a host name: its ranks, in rank order, cut into nodes
-    int k = 0;
-    for (int q = r; q < world; ++q) {
-      if (all[q].name != all[r].name) continue;
-      if (mine.per_node > 0 && k == mine.per_node) k = 0;
-      if (k == 0) sizes.push_back(0);
-      m.node_of[q] = static_cast<int>(sizes.size()) - 1;
-      m.local_of[q] = k++;
-      ++sizes.back();
-    }
+    int owner = 0;
+    while (all[owner].name != all[r].name) ++owner;
+    const int k = named[owner]++;
+    const int cut = mine.per_node > 0 ? k / mine.per_node : 0;
+    int n = 0;
+    while (n < static_cast<int>(sizes.size()) && (key_name[n] != owner || key_cut[n] != cut)) ++n;
+    if (n == static_cast<int>(sizes.size()))
+      key_name.push_back(owner), key_cut.push_back(cut), sizes.push_back(0);
+    m.node_of[r] = n;
+    m.local_of[r] = sizes[n]++;
   }
-  // nodes numbered by their lowest rank (the cuts of one name interleave with other names)
-  std::vector<int> renumber(sizes.size(), -1), by_lowest;
-  for (int r = 0; r < world; ++r)
-    if (renumber[m.node_of[r]] < 0) {
-      renumber[m.node_of[r]] = static_cast<int>(by_lowest.size());
-      by_lowest.push_back(sizes[m.node_of[r]]);
-    }
-  for (int r = 0; r < world; ++r) m.node_of[r] = renumber[m.node_of[r]];
-  sizes = by_lowest;
   m.nodes = static_cast<int>(sizes.size());
   m.local_size = sizes[0];
   for (int n = 0; n < m.nodes; ++n)

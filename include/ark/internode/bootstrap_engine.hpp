@@ -45,14 +45,14 @@ public:
   }
 
   void broadcast(const void* in, void* out, std::size_t bytes, int root) {
-    check_root(root, "bootstrap_engine::broadcast");
+    detail::check_root("bootstrap_engine::broadcast", root, size());
     gather(rank() == root ? in : nullptr, bytes);
     if (bytes) std::memmove(out, all_.data() + static_cast<std::size_t>(root) * bytes, bytes);
   }
 
   void reduce(const void* in, void* out, std::size_t count, dtype t, engine_reduction r, int root) {
     detail::check_engine_reduction(r, "bootstrap_engine::reduce");
-    check_root(root, "bootstrap_engine::reduce");
+    detail::check_root("bootstrap_engine::reduce", root, size());
     const std::size_t bytes = count * size_of(t);
     gather(in, bytes);
     if (rank() == root) reduce_block(out, count, t, r, 0, bytes);
@@ -77,11 +77,6 @@ private:
         srcs[j] = reinterpret_cast<const T*>(all_.data() + static_cast<std::size_t>(j) * stride + offset);
       detail::reduce_on_host<T>(srcs.data(), size(), static_cast<T*>(out), count, r);
     });
-  }
-  void check_root(int root, const char* call) {
-    if (root < 0 || root >= size())
-      detail::throw_invalid(call, "root " + std::to_string(root) + " is outside [0, " +
-                                      std::to_string(size()) + ")");
   }
 
   any_bootstrap boot_;

@@ -93,7 +93,7 @@ public:
 
   void broadcast(const void* in, void* out, std::size_t bytes, int root) {
     const char* call = "mpi_engine::broadcast";
-    check_root(root, call);
+    detail::check_root(call, root, size_);
     start(call, bytes);
     auto& b = next(0, bytes);
     if (rank_ == root) std::memcpy(b.out.data(), in, bytes);
@@ -105,7 +105,7 @@ public:
   void reduce(const void* in, void* out, std::size_t count, dtype t, engine_reduction r, int root) {
     const char* call = "mpi_engine::reduce";
     detail::check_engine_reduction(r, call);
-    check_root(root, call);
+    detail::check_root(call, root, size_);
     start(call, count);
     const std::size_t bytes = count * size_of(t);
     auto& b = next(bytes, rank_ == root ? bytes : 0);
@@ -165,11 +165,6 @@ private:
     }
   }
 
-  void check_root(int root, const char* call) const {
-    if (root < 0 || root >= size_)
-      detail::throw_invalid(call, "root " + std::to_string(root) + " is outside [0, " +
-                                      std::to_string(size_) + ")");
-  }
   static void check(int rc, const char* call) {
     if (rc != MPI_SUCCESS) throw platform_error(std::string("mpi_engine: ") + call + " failed");
   }

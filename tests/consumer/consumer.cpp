@@ -1,4 +1,6 @@
-// A parent project's program over ark (host platform: two ranks as threads): one all-reduce.
+// A program of a project that uses ark (host platform: two ranks as threads): one all-reduce.
+// Built by scripts/test as a Meson subproject's parent, over pkg-config (g++ and nvcc) and through
+// CMake's find_package.
 #include "ark/ark.hpp"
 
 #include <cstdio>
@@ -20,6 +22,6 @@ int main() {
     });
   for (auto& t : ranks) t.join();
   const bool ok = last[0] == 3.0f && last[1] == 3.0f;
-  std::printf("parent: an all-reduce through ark as a subproject: %s\n", ok ? "correct" : "WRONG");
+  std::printf("consumer: an all-reduce through ark: %s\n", ok ? "correct" : "WRONG");
   return ok ? 0 : 1;
 }

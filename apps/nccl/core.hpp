@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -339,8 +340,64 @@ void use_device(int d) {
 template <device P>
 class comm;
 
+/// Keeps the frees of a communicator's teardown off the shim's launches. CUDA's free waits for
+/// the whole GPU and holds up the process's launches meanwhile: a free that lands between the
+/// launches of one group's ranks (or while ranks of a closing communicator launch their barriers)
+/// waits for a kernel that waits for a launch the free holds up, until that kernel's bounded wait
+/// fails. Launches and closes enter, many at once; a free waits until none is inside, and none
+/// enters while it runs. A free that waits holds nobody up, so launches are never blocked by one
+/// that cannot finish. Ranks that launch one collective from several threads are not covered: a
+/// free between their launches stalls them as it would NCCL's (README, "The NCCL API").
+class launch_gate {
+public:
+  static launch_gate& get() {
+    static launch_gate g;
+    return g;
+  }
+  /// Holds frees off for its lifetime.
+  class inside {
+  public:
+    inside() : g_(get()) {
+      std::unique_lock<std::mutex> lock(g_.m_);
+      g_.cv_.wait(lock, [&] { return !g_.freeing_; });
+      ++g_.inside_;
+    }
+    ~inside() {
+      std::lock_guard<std::mutex> lock(g_.m_);
+      if (--g_.inside_ == 0) g_.cv_.notify_all();
+    }
+    inside(const inside&) = delete;
+    inside& operator=(const inside&) = delete;
+
+  private:
+    launch_gate& g_;
+  };
+  /// Runs free() while nothing is inside.
+  template <class F>
+  void alone(F&& free) {
+    {
+      std::unique_lock<std::mutex> lock(m_);
+      cv_.wait(lock, [&] { return inside_ == 0 && !freeing_; });
+      freeing_ = true;
+    }
+    free();
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      freeing_ = false;
+    }
+    cv_.notify_all();
+  }
+
+private:
+  std::mutex m_;
+  std::condition_variable cv_;
+  unsigned inside_ = 0;
+  bool freeing_ = false;
+};
+
 /// Tears down communicators on threads of their own (ark's teardown waits for every rank, and
-/// one thread may destroy every rank's communicator in turn); joined at exit.
+/// one thread may destroy every rank's communicator in turn); joined at exit. The collective
+/// half (close) runs inside the launch gate, the frees alone.
 template <device P>
 class reaper {
 public:
@@ -352,7 +409,11 @@ public:
     std::lock_guard<std::mutex> lock(m_);
     threads_.emplace_back([c = std::move(c), device]() mutable {
       use_device<P>(device);
-      c.reset();
+      {
+        launch_gate::inside closing;
+        c->close();
+      }
+      launch_gate::get().alone([&] { c.reset(); });
     });
   }
   /// Waits for every teardown handed over so far.
@@ -575,6 +636,7 @@ result group_end(const char* call = "ncclGroupEnd") {
   auto ops = std::exchange(g.ops, {});
   return guard(call, [&] {
     if (!inits.empty()) run_together(inits);
+    launch_gate::inside launching; // every rank's launch of the group before any teardown frees
     std::vector<std::vector<typename group<P>::work*>> buckets;
     for (auto& w : ops) {
       auto it = std::find_if(buckets.begin(), buckets.end(),
@@ -621,6 +683,7 @@ result submit(const char* call, comm<P>* c, typename P::stream s, bool p2p, F&& 
       g.ops.push_back({c, s, p2p, call, std::forward<F>(run)});
       return;
     }
+    launch_gate::inside launching;
     run(c->ark(call));
   });
 }
@@ -721,6 +784,20 @@ result destroy(comm<P>* c, bool abort) {
   c->finish(abort);
   delete c;
   return result::success;
+}
+
+/// ncclGetLastError(comm): this thread's last failure; when there is none, the asynchronous error
+/// comm recorded (which rank and step waited for what), so a failed ncclCommGetAsyncError has a
+/// reason to print.
+template <device P>
+const char* last_error(comm<P>* c) {
+  const std::string& text = last_error_text();
+  if (text.empty() && c && c->ready()) {
+    const error_record e = c->ark("ncclGetLastError").last_error();
+    thread_local std::string recorded;
+    if (static_cast<errc>(e.code) != errc::ok) return (recorded = ark::describe(e, c->rank())).c_str();
+  }
+  return text.c_str();
 }
 
 template <device P>

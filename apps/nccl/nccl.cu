@@ -96,7 +96,7 @@ ARK_EXPORT ncclResult_t ncclGetVersion(int* version) {
 ARK_EXPORT const char* ncclGetErrorString(ncclResult_t code) {
   return nc::error_string(static_cast<nc::result>(code));
 }
-ARK_EXPORT const char* ncclGetLastError(ncclComm_t) { return nc::last_error_text().c_str(); }
+ARK_EXPORT const char* ncclGetLastError(ncclComm_t comm) { return nc::last_error<P>(of(comm)); }
 ARK_EXPORT void ncclResetDebugInit() {}
 
 // -- communicators -------------------------------------------------------------------------------

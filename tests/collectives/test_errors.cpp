@@ -523,3 +523,39 @@ TEST_CASE("errors: abort from another thread ends a wait at once; later calls fa
     CHECK(contains(later, "aborted"));
   }
 }
+
+TEST_CASE("errors: close() is teardown's collective half: every rank arrives, later calls are refused") {
+  test_world w(3);
+  std::vector<int> first(3), second(3);
+  std::vector<std::string> later(3);
+  w.run([&](comm_t& c, int rank) {
+    std::vector<float> in(100, float(rank)), out(100);
+    c.all_reduce(in.data(), out.data(), 100);
+    first[rank] = c.close();
+    second[rank] = c.close(); // answers alike, without waiting for the peers again
+    later[rank] = message_of<ark::invalid_argument>([&] { c.all_reduce(in.data(), out.data(), 100); });
+  });
+  for (int r = 0; r < 3; ++r) {
+    CAPTURE(r);
+    CHECK(first[r] == 1);
+    CHECK(second[r] == 1);
+    CHECK(contains(later[r], "closed"));
+  }
+}
+
+TEST_CASE("errors: a rank that never closes makes close() answer false within the bound (memory kept)") {
+  auto cfg = small_config();
+  cfg.timeout = 300ms;
+  test_world w(2, cfg);
+  int quiet = -1;
+  std::chrono::milliseconds took{};
+  w.run([&](comm_t& c, int rank) {
+    if (rank == 1) return;
+    const auto t0 = std::chrono::steady_clock::now();
+    quiet = c.close();
+    took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+  });
+  CHECK(quiet == 0);
+  CHECK(took >= 300ms);
+  CHECK(took < 5s);
+}

@@ -639,8 +639,20 @@ int main(int argc, char** argv) {
     ncclResult_t async = ncclInternalError;
     const ncclResult_t asked = ncclCommGetAsyncError(comms[r], &async);
     if (got != want || asked != ncclSuccess || async != ncclSuccess) {
-      printf("one thread's group, rank %d: element 100 is %g, expected %g; async error %d (%s)\n", r, got,
-             want, async, async == ncclSuccess ? "none" : ncclGetLastError(comms[r]));
+      /* late (the kernel ran outside the stream's order) or never written */
+      size_t wrong = 0;
+      h = host_copy(&st[r], bufs[r], 777 * 4);
+      for (size_t i = 0; i < 777; ++i)
+        wrong += get(ncclFloat32, h, i) != reduced(ncclSum, ncclFloat32, world, i);
+      free(h);
+      CUDA(cudaDeviceSynchronize());
+      h = host_copy(&st[r], bufs[r], 777 * 4);
+      const double later = get(ncclFloat32, h, 100);
+      free(h);
+      printf(
+          "one thread's group, rank %d: element 100 is %g, expected %g (%zu of 777 wrong; %g after a device "
+          "synchronize); async error %d (%s)\n",
+          r, got, want, wrong, later, async, async == ncclSuccess ? "none" : ncclGetLastError(comms[r]));
       ++grouped_failures;
     }
   }

@@ -6,9 +6,11 @@
 
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -423,4 +425,54 @@ TEST_CASE("nccl: ncclMemAlloc memory registers as a window; foreign pointers are
     int local = 0;
     CHECK(nc::mem_free<host>(&local) == result::invalid_argument);
   });
+}
+
+TEST_CASE("nccl: a teardown's frees wait for the launches inside the gate and hold new ones off") {
+  auto& gate = nc::launch_gate::get();
+  std::atomic<bool> began{false}, ended{false};
+  std::optional<std::thread> freer;
+  {
+    const nc::launch_gate::inside launching;
+    freer.emplace([&] {
+      gate.alone([&] {
+        began = true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        ended = true;
+      });
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    CHECK_FALSE(began.load()); // a launch is inside: the free waits
+  }
+  while (!began) std::this_thread::yield();
+  {
+    const nc::launch_gate::inside next; // enters only once the free is over
+    CHECK(ended.load());
+  }
+  freer->join();
+}
+
+TEST_CASE("nccl: ncclGetLastError names a communicator's asynchronous error when the thread has none") {
+  const nc::unique_id id = nc::make_id();
+  ncomm* comms[2] = {};
+  std::thread peer([&] { REQUIRE(nc::init_rank<host>(&comms[1], 2, id, 1, {}) == result::success); });
+  REQUIRE(nc::init_rank<host>(&comms[0], 2, id, 0, {}) == result::success);
+  peer.join();
+  auto fresh_thread_reads = [&] { // a thread whose own calls all succeeded
+    std::string text;
+    std::thread([&] { text = nc::last_error<host>(comms[0]); }).join();
+    return text;
+  };
+  CHECK(fresh_thread_reads().empty());
+  float x = 1;
+  std::thread aborter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    comms[0]->ark("t").abort();
+  });
+  CHECK(nc::all_reduce<host>(&x, &x, 1, data_type::f32, sum, comms[0], nullptr) == result::remote_error);
+  aborter.join();
+  const std::string text = fresh_thread_reads();
+  CHECK_MESSAGE(text.find("rank 0: aborted") != std::string::npos, text);
+  CHECK(nc::destroy<host>(comms[0], true) == result::success);
+  CHECK(nc::destroy<host>(comms[1], true) == result::success);
+  nc::reaper<host>::get().join();
 }

@@ -51,10 +51,22 @@ public:
   communicator(const communicator&) = delete;
   communicator& operator=(const communicator&) = delete;
 
-  /// Collective: waits (bounded) for every rank to arrive before freeing memory peers write into.
-  /// If a peer never arrives, the region is leaked rather than freed under a late writer.
-  ~communicator() {
-    bool quiet = false;
+  /// Collective: close(), then frees what the communicator made.
+  ~communicator() { release(close()); }
+
+  /// Collective, the first half of the destructor: ends what still runs on the communicator's
+  /// streams and waits (bounded) for every rank to arrive, so that no peer writes into our memory
+  /// any more. Returns whether every rank arrived in time; if one did not, the destructor leaks
+  /// the memory peers write into rather than free it under a late writer. After close() the
+  /// destructor is local: it only frees. A caller that makes several ranks' communicators in one
+  /// process may hold its launches off those frees (CUDA's free waits for the whole GPU, so a
+  /// free between two ranks' launches of one collective would wait for a kernel that waits for
+  /// the launch the free holds up). Calls after close() are refused; a second close() returns the
+  /// first's answer.
+  bool close() noexcept {
+    if (closed_) return quiet_;
+    closed_ = true;
+    rt_.mark_closed();
     try {
       auto* c = rt_.control_host();
       // what still runs on our streams ends first, sooner while an abort is still raised
@@ -64,10 +76,10 @@ public:
       P::zero(rt_.lay().claim(rt_.team().local()), sizeof(std::uint32_t));
       P::launch(rt_.own_stream(), launch_shape{1, 1}, detail::barrier_work<P>{rt_.device_handle()});
       P::synchronize(rt_.own_stream());
-      quiet = read_error(*c).code == 0;
+      quiet_ = read_error(*c).code == 0;
     } catch (...) {
     }
-    release(quiet);
+    return quiet_;
   }
 
   int rank() const { return rt_.rank(); }
@@ -664,6 +676,8 @@ private:
   ce_protocol<P> ce_;
   engine_servers<P> engines_;
   unsigned group_depth_ = 0; ///< group_start()s not yet closed
+  bool closed_ = false;      ///< close() ran
+  bool quiet_ = false;       ///< ... and every rank arrived in it
   pending pending_;          ///< the open group's operations
 };
 

@@ -98,6 +98,7 @@ public:
   /// Refuses a call on a communicator that was aborted or failed before.
   void check_usable(const char* call) const {
     if (aborted_.load()) throw aborted_error(std::string(call) + ": the communicator was aborted");
+    if (closed_) throw invalid_argument(std::string(call) + ": the communicator was closed");
     const error_record e = read_error(*control_host());
     if (e.code)
       throw error(static_cast<errc>(e.code), std::string(call) +
@@ -116,6 +117,8 @@ public:
     std::atomic_ref<std::uint64_t>(control_host()->abort).store(1);
   }
   bool aborted() const { return aborted_.load(); }
+  /// communicator::close() began: every later call is refused.
+  void mark_closed() { closed_ = true; }
   error_record last_error() const { return read_error(*control_host()); }
   /// Waits for the communicator's stream, then throws if a call failed.
   void synchronize() {
@@ -376,6 +379,7 @@ private:
     bool recorded = false;           // order_ holds the call's end, or will (its stream is ours)
   } prev_;                           ///< the previous call's stream (join_previous)
   std::atomic<bool> aborted_{false}; // abort() may come from any thread
+  bool closed_ = false;
   unsigned block_cap_ = 0;
   detail::queue_share queue_share_{};
 };

@@ -635,16 +635,14 @@ int main(int argc, char** argv) {
   for (int r = 0; r < world; ++r) {
     char* h = host_copy(&st[r], bufs[r], 777 * 4);
     const double got = get(ncclFloat32, h, 100), want = reduced(ncclSum, ncclFloat32, world, 100);
+    size_t wrong = 0;
+    for (size_t i = 0; i < 777; ++i)
+      wrong += get(ncclFloat32, h, i) != reduced(ncclSum, ncclFloat32, world, i);
     free(h);
     ncclResult_t async = ncclInternalError;
     const ncclResult_t asked = ncclCommGetAsyncError(comms[r], &async);
     if (got != want || asked != ncclSuccess || async != ncclSuccess) {
       /* late (the kernel ran outside the stream's order) or never written */
-      size_t wrong = 0;
-      h = host_copy(&st[r], bufs[r], 777 * 4);
-      for (size_t i = 0; i < 777; ++i)
-        wrong += get(ncclFloat32, h, i) != reduced(ncclSum, ncclFloat32, world, i);
-      free(h);
       CUDA(cudaDeviceSynchronize());
       h = host_copy(&st[r], bufs[r], 777 * 4);
       const double later = get(ncclFloat32, h, 100);

@@ -386,12 +386,19 @@ TEST_CASE("nccl: bad calls are errors before anything runs, outputs untouched") 
   });
 }
 
-TEST_CASE("nccl: abort ends a wait for a peer that never comes; the async error says so") {
+TEST_CASE("nccl: abort ends a wait for a peer that never comes; the async error and last error say so") {
   const nc::unique_id id = nc::make_id();
   ncomm* comms[2] = {};
   std::thread peer([&] { REQUIRE(nc::init_rank<host>(&comms[1], 2, id, 1, {}) == result::success); });
   REQUIRE(nc::init_rank<host>(&comms[0], 2, id, 0, {}) == result::success);
   peer.join();
+  // ncclGetLastError(comm) from a thread whose own calls all succeeded: the comm's async error
+  auto fresh_thread_reads = [&] {
+    std::string text;
+    std::thread([&] { text = nc::last_error<host>(comms[0]); }).join();
+    return text;
+  };
+  CHECK(fresh_thread_reads().empty());
   float x = 1;
   std::thread aborter([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
@@ -404,6 +411,8 @@ TEST_CASE("nccl: abort ends a wait for a peer that never comes; the async error 
   result async = result::success;
   REQUIRE(nc::async_error<host>(comms[0], &async) == result::success);
   CHECK(async == result::remote_error);
+  const std::string text = fresh_thread_reads();
+  CHECK_MESSAGE(text.find("rank 0: aborted") != std::string::npos, text);
   CHECK(nc::destroy<host>(comms[0], true) == result::success);
   CHECK(nc::destroy<host>(comms[1], true) == result::success);
   nc::reaper<host>::get().join();
@@ -449,30 +458,4 @@ TEST_CASE("nccl: a teardown's frees wait for the launches inside the gate and ho
     CHECK(ended.load());
   }
   freer->join();
-}
-
-TEST_CASE("nccl: ncclGetLastError names a communicator's asynchronous error when the thread has none") {
-  const nc::unique_id id = nc::make_id();
-  ncomm* comms[2] = {};
-  std::thread peer([&] { REQUIRE(nc::init_rank<host>(&comms[1], 2, id, 1, {}) == result::success); });
-  REQUIRE(nc::init_rank<host>(&comms[0], 2, id, 0, {}) == result::success);
-  peer.join();
-  auto fresh_thread_reads = [&] { // a thread whose own calls all succeeded
-    std::string text;
-    std::thread([&] { text = nc::last_error<host>(comms[0]); }).join();
-    return text;
-  };
-  CHECK(fresh_thread_reads().empty());
-  float x = 1;
-  std::thread aborter([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    comms[0]->ark("t").abort();
-  });
-  CHECK(nc::all_reduce<host>(&x, &x, 1, data_type::f32, sum, comms[0], nullptr) == result::remote_error);
-  aborter.join();
-  const std::string text = fresh_thread_reads();
-  CHECK_MESSAGE(text.find("rank 0: aborted") != std::string::npos, text);
-  CHECK(nc::destroy<host>(comms[0], true) == result::success);
-  CHECK(nc::destroy<host>(comms[1], true) == result::success);
-  nc::reaper<host>::get().join();
 }

@@ -64,8 +64,7 @@ public:
   /// the launch the free holds up). Calls after close() are refused; a second close() returns the
   /// first's answer.
   bool close() noexcept {
-    if (closed_) return quiet_;
-    closed_ = true;
+    if (rt_.closed()) return quiet_;
     rt_.mark_closed();
     try {
       auto* c = rt_.control_host();
@@ -676,8 +675,7 @@ private:
   ce_protocol<P> ce_;
   engine_servers<P> engines_;
   unsigned group_depth_ = 0; ///< group_start()s not yet closed
-  bool closed_ = false;      ///< close() ran
-  bool quiet_ = false;       ///< ... and every rank arrived in it
+  bool quiet_ = false;       ///< close() ran and every rank arrived in it
   pending pending_;          ///< the open group's operations
 };
 

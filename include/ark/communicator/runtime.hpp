@@ -119,6 +119,7 @@ public:
   bool aborted() const { return aborted_.load(); }
   /// communicator::close() began: every later call is refused.
   void mark_closed() { closed_ = true; }
+  bool closed() const { return closed_; }
   error_record last_error() const { return read_error(*control_host()); }
   /// Waits for the communicator's stream, then throws if a call failed.
   void synchronize() {

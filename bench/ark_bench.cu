@@ -14,7 +14,9 @@
 // buffer; eager only: its flags carry a per-call epoch, so it is not captured; from --ce-min up),
 // zero_copy (algo::zero_copy, reading the registered buffers in place: with --registered, which
 // registers the input too, so that ark_auto reads in place from tuning::zero_copy_min_bytes as
-// well) and nccl. Prints nccl-tests columns (size, time, algbw, busbw, check) plus ark's time over
+// well), dynamic (ark_auto with the sum named at run time, op::dynamic: the op the NCCL API
+// passes, so that its rows against `nccl` under the shim show the shim's own cost; eager and graph)
+// and nccl. Prints nccl-tests columns (size, time, algbw, busbw, check) plus ark's time over
 // NCCL's in the same mode (device mode is compared with NCCL's graph mode, its fair floor), and
 // writes a CSV. Each time is the median of three timed runs of N calls. All-to-all and send/recv
 // run ark_auto, ll (LL packets named) and nccl, in the three modes (device mode: a kernel calling
@@ -69,9 +71,9 @@ using comm_t = ark::communicator<gpu>;
 enum class mode { eager, graph, device };
 const char* mode_name(mode m) { return m == mode::eager ? "eager" : m == mode::graph ? "graph" : "device"; }
 
-enum class variant { ark_auto, one_shot, one_step, two_shot, ring, ce, ll, nccl, zero_copy };
-constexpr const char* variant_names[] = {"ark_auto", "one_shot", "one_step", "two_shot", "ring",
-                                         "ce",       "ll",       "nccl",     "zero_copy"};
+enum class variant { ark_auto, one_shot, one_step, two_shot, ring, ce, ll, nccl, zero_copy, dynamic };
+constexpr const char* variant_names[] = {"ark_auto", "one_shot", "one_step", "two_shot",  "ring",
+                                         "ce",       "ll",       "nccl",     "zero_copy", "dynamic"};
 
 /// What is measured (--op).
 enum class op_kind { all_reduce, all_to_all, send_recv };
@@ -179,7 +181,7 @@ public:
     if (s.opt.ll_per_worker) cfg.tuning.ll_bytes_per_worker = s.opt.ll_per_worker;
     if (s.opt.ce_chunk) cfg.ce_chunk_bytes = s.opt.ce_chunk;
     // a stream of the bench's is made before the communicator: once a peer's communicator is
-    // built its calls may run, and making a stream can wait for them (README, "Ranks that share
+    // built its calls may run, and making a stream can wait for them (docs/guide.md, "Ranks that share
     // a GPU")
     if (s.opt.user_stream) stream_ = gpu::create_stream(device_);
     comm_ = std::make_unique<comm_t>(ark::in_process_bootstrap(s.group, rank), cfg);
@@ -214,8 +216,9 @@ public:
 
   void run() {
     for (std::size_t bytes = s_.opt.min_bytes; bytes <= s_.opt.max_bytes; bytes *= 2)
-      for (variant v : {variant::nccl, variant::ark_auto, variant::one_shot, variant::one_step,
-                        variant::two_shot, variant::ring, variant::zero_copy, variant::ce, variant::ll})
+      for (variant v :
+           {variant::nccl, variant::ark_auto, variant::one_shot, variant::one_step, variant::two_shot,
+            variant::ring, variant::zero_copy, variant::ce, variant::ll, variant::dynamic})
         for (mode m : {mode::eager, mode::graph, mode::device}) {
 #if !defined(ARK_BENCH_NCCL)
           if (v == variant::nccl) continue;
@@ -226,7 +229,7 @@ public:
           if (reduce ? v == variant::ll : v != variant::ark_auto && v != variant::ll && v != variant::nccl)
             continue;
           if (!reduce && elems(bytes) == 0) continue;
-          if (v == variant::nccl && m == mode::device) continue;
+          if ((v == variant::nccl || v == variant::dynamic) && m == mode::device) continue;
           if (v == variant::ce && (m != mode::eager || bytes < s_.opt.ce_min)) continue;
           if (v == variant::one_step && !fits_one_step(bytes)) continue;
           if (v == variant::zero_copy && !s_.opt.registered) continue;
@@ -311,6 +314,9 @@ private:
       break;
     case variant::ce:
       comm_->all_reduce<ark::algo::automatic, ark::dma::copy_engine>(in(), out(), n, ark::op::sum{}, on_);
+      break;
+    case variant::dynamic:
+      comm_->all_reduce(in(), out(), n, ark::op::dynamic{ark::op::dynamic::kind::sum}, on_);
       break;
     case variant::ll:
       break;
@@ -613,7 +619,7 @@ int main(int argc, char** argv) {
     if (v == std::end(variant_names)) {
       std::fprintf(stderr,
                    "%s: --only: no variant '%s' (ark_auto, one_shot, one_step, two_shot, ring, zero_copy, "
-                   "ce, ll, nccl)\n",
+                   "ce, ll, nccl, dynamic)\n",
                    argv[0], name.c_str());
       return 64;
     }

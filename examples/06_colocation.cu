@@ -1,66 +1,100 @@
-// examples/06_colocation.cu: collectives that share the GPU with compute.
-// A compute kernel runs on its own stream while gradients are all-reduced beside it through
-// dma::copy_engine: the copy engine moves every byte straight into the peers' registered buffer
-// and one short reduction kernel of at most `max_ctas` blocks reduces; an all-gather with
-// max_ctas = 0 runs no kernel that moves bytes (one warp waits for the peers' flags). plan()
-// reports what each call will occupy before it runs.
-#include "run_ranks.hpp"
+// examples/06_colocation.cu: collectives that share the GPU with compute. A compute kernel runs on
+// its own stream while gradients are all-reduced beside it through dma::copy_engine: the copy
+// engine moves every byte straight into the peers' registered buffer and one short reduction
+// kernel of at most `max_ctas` blocks reduces; an all-gather with max_ctas = 0 runs no kernel
+// that moves bytes (one warp waits for the peers' flags). plan() reports what each call will
+// occupy before it runs.
+//
+//   nvcc  -std=c++20 -arch=native -I ark/include 06_colocation.cu -o colocation
+//   hipcc -std=c++20 -x hip       -I ark/include 06_colocation.cu -o colocation
+//   g++   -std=c++20 -x c++       -I ark/include 06_colocation.cu -o colocation -pthread
+//   ./colocation [ranks]
+#include "ark/ark.hpp"
 
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
 #include <vector>
+
+using P = ark::platform::native; // the GPU under nvcc or hipcc, the host platform under g++
 
 /// Stand-in for the model's compute: x = x * a + b, repeated, over a buffer.
 struct compute_work {
   float* x;
   std::size_t n;
   int reps;
-  template <class G>
-  ARK_HD void operator()(G& g, unsigned worker, unsigned workers) const {
+  template <class Block>
+  ARK_HD void operator()(Block& g, unsigned worker, unsigned workers) const {
     for (std::size_t i = worker * std::size_t(g.size()) + g.thread_rank(); i < n;
          i += std::size_t(workers) * g.size())
       for (int r = 0; r < reps; ++r) x[i] = x[i] * 0.5f + 1.0f;
   }
 };
 
-struct colocation {
-  template <class P>
-  int operator()(int world) const {
-    const std::size_t n = P::synchronous_launch ? (1u << 16) : (16u << 20); // gradient floats
-    return examples::run_ranks<P>(world, [&](ark::communicator<P>& comm, int rank) {
-      examples::buffer<P, float> grad(n, rank), work(n, rank), gathered(n * world, rank);
-      comm.register_buffer(grad.data(), n * sizeof(float)); // peers write into these
-      comm.register_buffer(gathered.data(), n * world * sizeof(float));
-      grad.upload(std::vector<float>(n, static_cast<float>(rank + 1)));
-      work.upload(std::vector<float>(n, 0.0f));
+bool rank_main(std::shared_ptr<ark::in_process_group> group, int rank, int world) {
+  ark::communicator<P>::config cfg;
+  cfg.device = rank % P::device_count();
+  ark::communicator<P> comm(ark::in_process_bootstrap(group, rank), cfg);
 
-      typename P::stream compute = P::create_stream(rank);
-      ark::call_options<P> o;
-      o.max_ctas = 8; // the reduction's SM budget
-      const ark::call_plan p =
-          comm.template plan<ark::collective::all_reduce, ark::algo::automatic, ark::dma::copy_engine, float>(
-              n, o);
-      P::launch(compute,
-                ark::launch_shape{P::synchronous_launch ? 4u : 128u, P::synchronous_launch ? 1u : 256u},
-                compute_work{work.data(), n, 64});
-      comm.template all_reduce<ark::algo::automatic, ark::dma::copy_engine>(grad.data(), grad.data(), n,
-                                                                            ark::op::sum{}, o);
-      o.max_ctas = 0; // all-gather of each rank's first n elements: the copy engine alone moves them
-      comm.all_gather(grad.data(), gathered.data(), n, o);
-      comm.synchronize();
-      P::synchronize(compute);
-      P::destroy_stream(compute);
+  const std::size_t n = P::synchronous_launch ? (1u << 16) : (16u << 20); // gradient floats
+  P::memory grad_mem = P::allocate(n * sizeof(float), cfg.device);
+  P::memory work_mem = P::allocate(n * sizeof(float), cfg.device);
+  P::memory gathered_mem = P::allocate(n * world * sizeof(float), cfg.device);
+  auto* grad = reinterpret_cast<float*>(grad_mem.ptr);
+  auto* gathered = reinterpret_cast<float*>(gathered_mem.ptr);
+  comm.register_buffer(grad, n * sizeof(float)); // peers write into these
+  comm.register_buffer(gathered, n * world * sizeof(float));
+  const std::vector<float> mine(n, static_cast<float>(rank + 1));
+  P::copy(grad, mine.data(), n * sizeof(float));
 
-      const float want = static_cast<float>(world * (world + 1) / 2);
-      std::size_t bad = 0;
-      for (float v : grad.download()) bad += v != want;
-      for (float v : gathered.download()) bad += v != want;
-      if (rank == 0)
-        std::printf(
-            "%s, %d ranks: all-reduce of %zu KB on the copy engine beside a compute kernel "
-            "(reduction on %u blocks, %zu KB scratch), then an all-gather on the copy engine alone: %s\n",
-            P::name, world, n * 4 >> 10, p.ctas, p.scratch_bytes >> 10, bad ? "WRONG" : "correct");
-      return bad == 0;
+  // readme:begin colocation
+  P::stream compute = P::create_stream(cfg.device);
+  ark::call_options<P> o;
+  o.max_ctas = 8; // the reduction's SM budget
+  const ark::call_plan p =
+      comm.plan<ark::collective::all_reduce, ark::algo::automatic, ark::dma::copy_engine, float>(n, o);
+  P::launch(compute, ark::launch_shape{P::synchronous_launch ? 4u : 128u, P::synchronous_launch ? 1u : 256u},
+            compute_work{reinterpret_cast<float*>(work_mem.ptr), n, 64});
+  comm.all_reduce<ark::algo::automatic, ark::dma::copy_engine>(grad, grad, n, ark::op::sum{}, o);
+  o.max_ctas = 0; // all-gather of each rank's n gradients: the copy engine alone moves them
+  comm.all_gather(grad, gathered, n, o);
+  comm.synchronize();
+  P::synchronize(compute);
+  // readme:end
+  P::destroy_stream(compute);
+
+  const float want = static_cast<float>(world * (world + 1) / 2);
+  std::vector<float> out(n * world);
+  P::copy(out.data(), gathered, n * world * sizeof(float));
+  const bool ok = std::all_of(out.begin(), out.end(), [&](float v) { return v == want; });
+  if (rank == 0)
+    std::printf("%s, %d ranks: all-reduce of %zu KB on the copy engine beside a compute kernel (reduction on "
+                "%u blocks, %zu KB scratch), then an all-gather on the copy engine alone\n",
+                P::name, world, n * 4 >> 10, p.ctas, p.scratch_bytes >> 10);
+  comm.deregister_buffer(grad);
+  comm.deregister_buffer(gathered);
+  for (P::memory* m : {&grad_mem, &work_mem, &gathered_mem}) P::release(*m);
+  return ok;
+}
+
+int main(int argc, char** argv) {
+  const int world = argc > 1 ? std::atoi(argv[1]) : P::synchronous_launch ? 4 : P::device_count();
+  if (world < 1) return std::puts("colocation: skipped: no GPU visible"), 0;
+  auto group = std::make_shared<ark::in_process_group>(world);
+  std::vector<int> ok(world, 0);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < world; ++r)
+    ranks.emplace_back([&, r] {
+      try {
+        ok[r] = rank_main(group, r, world);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "rank %d: %s\n", r, e.what());
+      }
     });
-  }
-};
-
-int main() { return examples::on_every_gpu_or_host(colocation{}); }
+  for (auto& t : ranks) t.join();
+  const bool all = std::count(ok.begin(), ok.end(), 1) == world;
+  std::printf("%s: co-located all-reduce and all-gather over %d ranks: %s\n", P::name, world,
+              all ? "correct" : "WRONG");
+  return all ? 0 : 1;
+}

@@ -8,11 +8,24 @@
 //             receives (device_comm::p2p), whatever order it lists them in
 //   expert    expert e scales its tokens by e + 1
 //   combine   the results go back to where the tokens came from (the reverse group)
-// and accumulates every step's output; the host checks it against a reference.
-// With no GPU, the same loop body runs on the host platform through comm.launch.
-#include "run_ranks.hpp"
+// and accumulates every step's output; the host checks it against a reference. comm.launch runs
+// the loop as one kernel of the communicator's, on one block (collective worker 0 and
+// point-to-point worker 0, team_config::p2p_workers); on the host platform, on its CPU threads.
+//
+//   nvcc  -std=c++20 -arch=native -I ark/include 07_moe_dispatch.cu -o moe
+//   hipcc -std=c++20 -x hip       -I ark/include 07_moe_dispatch.cu -o moe
+//   g++   -std=c++20 -x c++       -I ark/include 07_moe_dispatch.cu -o moe -pthread
+//   ./moe [ranks]
+#include "ark/ark.hpp"
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+#include <vector>
+
+using P = ark::platform::native; // the GPU under nvcc or hipcc, the host platform under g++
 
 /// The expert token t of `rank` picks at step s (every rank computes the same for its own tokens).
 ARK_HD inline int expert_of(int rank, std::size_t t, int s, int world) {
@@ -22,7 +35,6 @@ ARK_HD inline float token_value(int rank, std::size_t t, std::size_t d, int s) {
   return static_cast<float>((rank * 3 + static_cast<int>(t) * 5 + static_cast<int>(d) + s) % 17);
 }
 
-template <class P>
 struct moe_loop {
   ark::device_comm<P> comm;
   std::size_t tokens, dim;
@@ -37,8 +49,8 @@ struct moe_loop {
   ark::p2p_ops* group;  // one exchange's sends and receives: in memory, not in each thread's
                         // registers (2 KB a thread would live in local memory)
 
-  template <class G>
-  ARK_HD bool run(G& block) const {
+  template <class Block>
+  ARK_HD bool run(Block& block) const {
     const int me = comm.rank(), world = comm.world();
     const unsigned t0 = block.thread_rank(), nt = block.size();
     for (int s = 0; s < steps; ++s) {
@@ -93,62 +105,71 @@ struct moe_loop {
     }
     return true;
   }
-  /// For comm.launch on the host platform.
+  /// What comm.launch calls on every worker (here one).
   template <class Ctx>
   ARK_HD bool operator()(const Ctx& ctx) const {
     return run(ctx.g);
   }
 };
 
-#if defined(ARK_GPU_COMPILER)
-template <class P>
-__global__ void __launch_bounds__(512, 1) moe_kernel(const moe_loop<P> loop) {
-  ark::block_scope block;
-  loop.run(block);
-}
-#endif
-
-struct moe {
-  template <class P>
-  int operator()(int world) const {
-    const int steps = 20;
-    const std::size_t tokens = 256, dim = 64;
-    const int rc = examples::run_ranks<P>(world, [&](ark::communicator<P>& comm, int rank) {
-      examples::buffer<P, float> packed(tokens * dim, rank), received(world * tokens * dim, rank),
-          combined(tokens * dim, rank), acc(tokens * dim, rank);
-      examples::buffer<P, std::int64_t> send_n(world, rank), recv_n(world, rank);
-      examples::buffer<P, std::uint32_t> order(tokens, rank);
-      examples::buffer<P, ark::p2p_ops> group(1, rank);
-      acc.upload(std::vector<float>(tokens * dim, 0.0f));
-      const moe_loop<P> loop{comm.device_handle(), tokens,          dim,        steps,         packed.data(),
-                             received.data(),      combined.data(), acc.data(), send_n.data(), recv_n.data(),
-                             order.data(),         group.data()};
-      if constexpr (P::synchronous_launch) {
-        comm.launch(loop, 1);
-      } else {
-#if defined(ARK_GPU_COMPILER)
-        // one block: collective worker 0 and point-to-point worker 0 (team_config::p2p_workers)
-        moe_kernel<P><<<1, 512, 0, comm.stream()>>>(loop);
-        P::check_launch("launch the MoE kernel");
-#endif
-      }
-      comm.synchronize(); // throws what a failed call recorded
-      const std::vector<float> got = acc.download();
-      for (std::size_t t = 0; t < tokens; ++t)
-        for (std::size_t d = 0; d < dim; ++d) {
-          float want = 0;
-          for (int s = 0; s < steps; ++s)
-            want += token_value(rank, t, d, s) * static_cast<float>(expert_of(rank, t, s, world) + 1);
-          if (got[t * dim + d] != want) return false;
-        }
-      return true;
-    });
-    std::printf(
-        "%s: %d MoE steps (route, count exchange, dispatch, expert, combine) in one persistent launch "
-        "over %d ranks: %s\n",
-        P::name, steps, world, rc ? "WRONG" : "correct");
-    return rc;
-  }
+/// A buffer of n T in P's memory (device memory on GPUs), released with the rank.
+template <class T>
+struct buffer {
+  P::memory mem;
+  buffer(std::size_t n, int device) : mem(P::allocate(n * sizeof(T), device)) {}
+  ~buffer() { P::release(mem); }
+  T* get() const { return reinterpret_cast<T*>(mem.ptr); }
 };
 
-int main() { return examples::on_every_gpu_or_host(moe{}); }
+bool rank_main(std::shared_ptr<ark::in_process_group> group, int rank, int world) {
+  ark::communicator<P>::config cfg;
+  cfg.device = rank % P::device_count();
+  ark::communicator<P> comm(ark::in_process_bootstrap(group, rank), cfg);
+
+  const int steps = 20;
+  const std::size_t tokens = 256, dim = 64;
+  const int d = cfg.device;
+  buffer<float> packed(tokens * dim, d), received(world * tokens * dim, d), combined(tokens * dim, d),
+      acc(tokens * dim, d); // allocated zeroed
+  buffer<std::int64_t> send_n(world, d), recv_n(world, d);
+  buffer<std::uint32_t> order(tokens, d);
+  buffer<ark::p2p_ops> ops(1, d);
+  const moe_loop loop{comm.device_handle(), tokens,         dim,       steps,        packed.get(),
+                      received.get(),       combined.get(), acc.get(), send_n.get(), recv_n.get(),
+                      order.get(),          ops.get()};
+  comm.launch(loop, 1);
+  comm.synchronize(); // throws what a failed call recorded
+
+  std::vector<float> got(tokens * dim);
+  P::copy(got.data(), acc.get(), got.size() * sizeof(float));
+  for (std::size_t t = 0; t < tokens; ++t)
+    for (std::size_t e = 0; e < dim; ++e) {
+      float want = 0;
+      for (int s = 0; s < steps; ++s)
+        want += token_value(rank, t, e, s) * static_cast<float>(expert_of(rank, t, s, world) + 1);
+      if (got[t * dim + e] != want) return false;
+    }
+  return true;
+}
+
+int main(int argc, char** argv) {
+  const int world = argc > 1 ? std::atoi(argv[1]) : P::synchronous_launch ? 4 : P::device_count();
+  if (world < 1) return std::puts("moe: skipped: no GPU visible"), 0;
+  auto group = std::make_shared<ark::in_process_group>(world);
+  std::vector<int> ok(world, 0);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < world; ++r)
+    ranks.emplace_back([&, r] {
+      try {
+        ok[r] = rank_main(group, r, world);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "rank %d: %s\n", r, e.what());
+      }
+    });
+  for (auto& t : ranks) t.join();
+  const bool all = std::count(ok.begin(), ok.end(), 1) == world;
+  std::printf("%s: 20 MoE steps (route, count exchange, dispatch, expert, combine) in one persistent launch "
+              "over %d ranks: %s\n",
+              P::name, world, all ? "correct" : "WRONG");
+  return all ? 0 : 1;
+}

@@ -2,7 +2,7 @@
 // several streams, CUDA-graph
 // capture and replay, the device-side API inside a persistent kernel, a peer that never joins,
 // a mismatched call, large messages, and one process per rank.
-#include "../../examples/custom_collectives.hpp"
+#include "../support/persistent_loop.hpp"
 #include "gpu_support.hpp"
 
 #include <spawn.h>
@@ -154,7 +154,7 @@ TEST_CASE("gpu: ranks as threads call freely, each waiting for its own stream af
   std::barrier streams_made(world);
   std::vector<std::size_t> bad(world, 0);
   w.run([&](gpu_comm& c, int rank) {
-    // the stream and the memory before any rank calls (README, "Ranks that share a GPU")
+    // the stream and the memory before any rank calls (docs/guide.md, "Ranks that share a GPU")
     const gpu::stream s = gpu::create_stream(rank_device<gpu>(rank));
     dbuf<T> in(1000 * world, rank), out(1000 * world, rank);
     streams_made.arrive_and_wait();
@@ -224,7 +224,8 @@ TEST_CASE(
         const std::size_t most = 5000;
         const gpu::stream s = gpu::create_stream(0);
         dbuf<float> in(most * world, rank), out(most * world, rank);
-        made.arrive_and_wait(); // streams and memory before any call (README, "Ranks that share a GPU")
+        made.arrive_and_wait(); // streams and memory before any call (docs/guide.md, "Ranks that share a
+                                // GPU")
         ark::call_options<gpu> o;
         o.stream = s;
         auto value = [](int r, std::size_t i) {
@@ -291,7 +292,7 @@ struct several_streams_plan {
     if (gpus < 1) return;
     world = gpu_ranks();
     sharers = (world + gpus - 1) / gpus;
-    const int held = static_cast<int>(ark::detail::held_streams(false)); // the communicator's (README)
+    const int held = static_cast<int>(ark::detail::held_streams(false)); // the communicator's (docs/guide.md)
     own = sharers > 1 ? (gpu::hardware_queues() - 1) / sharers - held : 2 + several_streams_calls / 100;
   }
 };
@@ -305,9 +306,9 @@ TEST_CASE("gpu: calls on several streams, enqueued back to back, run one after t
   // right after it (the next call must still wait for that one): calls that ran side by side
   // would share the workers' steps and scratch, and mix their data. Every stream is made before
   // any rank's first call: where ranks share a GPU, making one can wait for the kernels running there,
-  // a peer's waiting for this rank among them (README, "Ranks that share a GPU"); there the
+  // a peer's waiting for this rank among them (docs/guide.md, "Ranks that share a GPU"); there the
   // one-call streams are also kept to the end (whether destroying one waits too is not known),
-  // and every stream needs a hardware queue of its own (README): the context's own stream takes
+  // and every stream needs a hardware queue of its own (docs/guide.md): the context's own stream takes
   // one, and a rank holds two already (its communicator's stream, the helpers' one), so the case
   // makes what is left of the rank's share of the others (at four ranks on one GPU:
   // 31 / 4 - 2 = 5; with 5 + 6 streams a rank, 44, it timed out, run ce).
@@ -415,19 +416,19 @@ TEST_CASE("gpu device-side API: a persistent kernel loops compute + all-reduce w
       const std::size_t n = 50000;
       const int iterations = 50;
       dbuf<std::int64_t> data(n, rank);
-      using ll = examples::persistent_loop<ark::dma::ll_packet<4>, ark::device_comm<gpu>>;
-      using tc = examples::persistent_loop<ark::dma::thread_copy<2>, ark::device_comm<gpu>>;
+      using ll = ark_test::persistent_loop<ark::dma::ll_packet<4>, ark::device_comm<gpu>>;
+      using tc = ark_test::persistent_loop<ark::dma::thread_copy<2>, ark::device_comm<gpu>>;
       persistent_kernel<ark::dma::ll_packet<4>>
           <<<4, 256, 0, c.stream()>>>(ll{c.device_handle(), data.get(), n, iterations, rank});
       c.synchronize();
       for (std::size_t i = 0; i < n; i += 7)
-        bad[rank] += data.download()[i] != examples::persistent_loop_expected(i, iterations, world);
+        bad[rank] += data.download()[i] != ark_test::persistent_loop_expected(i, iterations, world);
       persistent_kernel<ark::dma::thread_copy<2>>
           <<<8, 512, 0, c.stream()>>>(tc{c.device_handle(), data.get(), n, iterations, rank});
       c.synchronize();
       const auto out = data.download();
       for (std::size_t i = 0; i < n; ++i)
-        bad[rank] += out[i] != examples::persistent_loop_expected(i, iterations, world);
+        bad[rank] += out[i] != ark_test::persistent_loop_expected(i, iterations, world);
     });
     for (int r = 0; r < world; ++r) CHECK(bad[r] == 0);
   }

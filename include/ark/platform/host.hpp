@@ -263,6 +263,9 @@ struct host {
   }
 
   // 5. memory ----------------------------------------------------------------------------------
+  /// One device, this process's memory, which every rank thread shares (a program that places
+  /// rank r on device r % device_count() runs unchanged here).
+  static int device_count() { return 1; }
   static memory allocate(std::size_t bytes, int /*device*/) {
     if (bytes == 0) return {};
     const std::size_t rounded = (bytes + 4095) / 4096 * 4096;

@@ -10,3 +10,14 @@
 #if defined(ARK_GPU_COMPILER)
 #include "ark/platform/gpu.hpp"
 #endif
+
+namespace ark::platform {
+/// The platform this compiler builds for: the GPU under nvcc or hipcc, else the host platform
+/// (ranks as CPU threads). A program that names it builds either way from one source (the
+/// examples do).
+#if defined(ARK_GPU_COMPILER)
+using native = gpu;
+#else
+using native = host;
+#endif
+} // namespace ark::platform

@@ -145,7 +145,7 @@ private:
   throw failure(code, call + ": " + why);
 }
 
-/// Settings from the environment, NCCL's style with ARK_ names (README, "The NCCL API").
+/// Settings from the environment, NCCL's style with ARK_ names (docs/guide.md, "The NCCL API").
 struct settings {
   bool fallback = true;          ///< ARK_NCCL_FALLBACK=0: never forward a call to NCCL
   std::string library;           ///< ARK_NCCL_LIBRARY: the real libnccl.so.2 to forward to
@@ -347,7 +347,7 @@ class comm;
 /// fails. Launches and closes enter, many at once; a free waits until none is inside, and none
 /// enters while it runs. A free that waits holds nobody up, so launches are never blocked by one
 /// that cannot finish. Ranks that launch one collective from several threads are not covered: a
-/// free between their launches stalls them as it would NCCL's (README, "The NCCL API").
+/// free between their launches stalls them as it would NCCL's (docs/guide.md, "The NCCL API").
 class launch_gate {
 public:
   static launch_gate& get() {

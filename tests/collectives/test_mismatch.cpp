@@ -3,7 +3,7 @@
 // output byte for byte, and the input too (in place, input and output are one buffer). Every
 // collective x algorithm x backend, at two and three ranks (four for the ring, where a rank's
 // neighbours need not be the odd one). The copy-engine paths, which carry a hash of the call in
-// their flags and no description, time out instead (README, "What a mismatch looks like").
+// their flags and no description, time out instead (docs/guide.md, "What a mismatch looks like").
 #include "../support/collective_check.hpp"
 
 #include <chrono>
@@ -105,7 +105,7 @@ void call_rank(comm_t& c, int rank, std::size_t n, const mismatch_case& mc, rank
 }
 
 /// A ring all-reduce or reduce-scatter of three ranks or more: a rank whose ring neighbours match
-/// its call never reads the odd call, and nobody tells it (README, "What a mismatch looks like"):
+/// its call never reads the odd call, and nobody tells it (docs/guide.md, "What a mismatch looks like"):
 /// it may wait out the timeout, kept short here.
 template <ark::collective K, class A>
 bool may_time_out(int world) {

@@ -18,7 +18,7 @@ using gpu_comm = ark::communicator<gpu>;
 /// And their streams share the context's hardware queues (8 by default), which run the steps of
 /// the streams on one queue in the order they were enqueued: a rank's step that waits for its
 /// stream's spinning wait (the copy-engine paths) holds up a peer's steps behind it, which that
-/// wait may need. So every stream gets a queue of its own, up to 32 (README, "Ranks that share a
+/// wait may need. So every stream gets a queue of its own, up to 32 (docs/guide.md, "Ranks that share a
 /// GPU"; docs/perf.md, runs br and bs). A value set by the user is kept.
 /// Set once, on the first call: by gpu_count() before it asks CUDA anything (the cases' skip
 /// decorators ask it while they register, in static initialization), and by gpu_environment_set.

@@ -265,7 +265,7 @@ static int refuses(int t, int op) {
 /* Each rank's device buffers come from one allocation, and its stream is made, before the ranks
  * start, and neither is freed between calls: cudaFree waits for the device, and making a stream can
  * wait for the kernels running in the context, so with ranks as threads sharing a GPU either could
- * wait on another rank's collective that waits for this rank's next call (README, "Ranks that share
+ * wait on another rank's collective that waits for this rank's next call (docs/guide.md, "Ranks that share
  * a GPU"). NCCL states the same rule: no device-synchronizing call between the calls of ranks that
  * share a device. */
 #define ARENA_BYTES ((size_t)64 << 20)
@@ -296,7 +296,7 @@ static void* dev_poisoned(struct rank_state* s, size_t bytes) {
 /* The stream is synchronized before a copy into pageable memory, never the copy enqueued behind
  * a collective: the driver stages such a copy on the calling thread, which waits there for the
  * stream's earlier work while holding the context, so the other ranks' threads, sharing the
- * context, cannot launch their part of the collective it waits for (README, "Ranks that share a
+ * context, cannot launch their part of the collective it waits for (docs/guide.md, "Ranks that share a
  * GPU"). Pinned memory has no such wait. */
 static char* host_copy(struct rank_state* s, const void* d, size_t bytes) {
   char* h = malloc(bytes + 1);

@@ -364,7 +364,7 @@ struct call {
   }
 };
 
-/// The reason a call must be refused before it launches, as the API documents it (README,
+/// The reason a call must be refused before it launches, as the API documents it (docs/guide.md,
 /// communicator.hpp, options.hpp), in the order the checks run; empty for a valid call.
 template <class P>
 std::string refusal(const call<P>& c, const limits& l) {
@@ -578,9 +578,9 @@ std::vector<named_config_result> run_rank(const run_options& ro, int rank, int d
     cfg.device = device;
     const long calls_here = ro.calls / static_cast<long>(configs.size());
     // memory and streams before the communicator's first call on any rank: where ranks share a
-    // GPU, freeing memory or making a stream can wait for the kernels running there (README)
+    // GPU, freeing memory or making a stream can wait for the kernels running there (docs/guide.md)
     // streams of the rank's own: two, or what the rank's share of its context's hardware queues
-    // leaves beside the communicator's (README, "Ranks that share a GPU")
+    // leaves beside the communicator's (docs/guide.md, "Ranks that share a GPU")
     int n_user = 2;
     if constexpr (!P::synchronous_launch)
       if (context_ranks > 1)

@@ -5,7 +5,7 @@
 // order the copies; one-warp kernels write and wait for them. The all-reduce runs in rounds on
 // three streams of its own, made with the communicator (push, fold, gather), so that a round's
 // copies in, reduction and copies out overlap the neighbouring rounds'; where ranks share a
-// context, whose hardware queues every stream of every rank needs one of (README, "Ranks that
+// context, whose hardware queues every stream of every rank needs one of (docs/guide.md, "Ranks that
 // share a GPU"), on the call's stream alone, one step after the other.
 //
 // The enqueue order completes one step at a time: every flag write is launched before any later

@@ -87,7 +87,7 @@ public:
   std::size_t scratch_bytes() const { return rt_.lay().total; }
   const team_view& team() const { return rt_.team(); }
   /// What the communicator holds: its scratch, the engine's queues and graphs, the control block,
-  /// the buffers registered, its streams (README, "Memory").
+  /// the buffers registered, its streams (docs/guide.md, "Memory").
   memory_report memory() const {
     memory_report r;
     rt_.report(r);
@@ -98,7 +98,7 @@ public:
   }
   const config& configuration() const { return rt_.cfg(); }
   /// The most thread blocks one call uses, 0 for no limit beyond the call's own choice. Set when
-  /// ranks share a GPU (README, "Ranks that share a GPU"): every block of every rank's call must
+  /// ranks share a GPU (docs/guide.md, "Ranks that share a GPU"): every block of every rank's call must
   /// be able to be resident at once, so the ranks on a GPU split its SMs, two calls a rank with
   /// early launch (team/residency.hpp). Automatic choices stay under it; a call or launch that
   /// asks for more workers is refused. Your own kernels that call the device-side API keep to it

@@ -40,7 +40,7 @@ public:
   /// engine_host / engine_device: the rank's engine memory as the host and the GPU address it;
   /// ctl_host: its control block, where a failed copy is recorded.
   /// shared_context: ranks share the GPU's context, whose hardware queues every stream of every
-  /// rank needs one of (README, "Ranks that share a GPU"): one stream then.
+  /// rank needs one of (docs/guide.md, "Ranks that share a GPU"): one stream then.
   void start(std::byte* engine_host, std::byte* engine_device, control_block* ctl_host, const layout& lay,
              int device, int priority, bool shared_context = false) {
     stop();

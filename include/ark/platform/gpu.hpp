@@ -281,7 +281,7 @@ public:
   /// over its hardware queues as they are made, so a process that makes and destroys streams (a
   /// communicator's, call after call) ends up with live streams that share a queue although
   /// there are fewer than queues, and where ranks share a context a step that waits on one
-  /// holds up a peer's step on the other (README, "Ranks that share a GPU"). Kept, the streams a
+  /// holds up a peer's step on the other (docs/guide.md, "Ranks that share a GPU"). Kept, the streams a
   /// process made are as many as it ever held at once, and making none later cannot wait for
   /// the kernels running in the context either.
   static void destroy_stream(stream s) {

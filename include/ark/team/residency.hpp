@@ -71,7 +71,7 @@ inline queue_share tightest_context(const gpu_placement* all, int world) {
   return t;
 }
 
-/// The streams a communicator holds for its rank where ranks share a context (README, "Ranks
+/// The streams a communicator holds for its rank where ranks share a context (docs/guide.md, "Ranks
 /// that share a GPU"): its own; the engine's with staging (one for the CPU proxy, or the
 /// device-graph engine's); and the one the library's host helpers (gpu::copy, zero) use on the
 /// rank's thread. The copy-engine collectives run on the call's stream there. Every stream of

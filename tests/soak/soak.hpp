@@ -450,21 +450,6 @@ configurations(const run_options& ro) {
     all.emplace_back("automatic slots", c);
   }
   {
-    cfg_t c; // small slots: many pipeline steps even at small sizes; early launch off
-    c.team.workers = 8;
-    c.team.max_depth = 8;
-    c.team.slot_bytes = 4096;
-    c.team.ll_slot_bytes = 2048;
-    c.team.staging = false;
-    c.tuning.threads = gpu ? 256 : 1;
-    c.tuning.bytes_per_worker = 16 << 10;
-    c.tuning.ll_bytes_per_worker = 2048;
-    c.early_launch = false;
-    c.ce_chunk_bytes = 16 << 10;
-    c.timeout = timeout;
-    all.emplace_back("small slots", c);
-  }
-  {
     cfg_t c; // staging, served by the CPU proxy: every backend
     c.team.workers = 8;
     c.team.max_depth = 8;
@@ -488,6 +473,22 @@ configurations(const run_options& ro) {
     c.engine = ark::engine_path::device_graphs;
     c.timeout = timeout;
     all.emplace_back("device graphs", c);
+  }
+  {
+    cfg_t c; // small slots: many pipeline steps even at small sizes; early launch off. Last: the
+             // slowest, so it gets the time the faster configurations leave
+    c.team.workers = 8;
+    c.team.max_depth = 8;
+    c.team.slot_bytes = 4096;
+    c.team.ll_slot_bytes = 2048;
+    c.team.staging = false;
+    c.tuning.threads = gpu ? 256 : 1;
+    c.tuning.bytes_per_worker = 16 << 10;
+    c.tuning.ll_bytes_per_worker = 2048;
+    c.early_launch = false;
+    c.ce_chunk_bytes = 16 << 10;
+    c.timeout = timeout;
+    all.emplace_back("small slots", c);
   }
   if (ro.configs.empty()) return all;
   std::vector<std::pair<std::string, cfg_t>> chosen;

@@ -340,6 +340,99 @@ void use_device(int d) {
 template <device P>
 class comm;
 
+/// How many of this process's communicators are live on each device, from their init to their
+/// teardown's frees: where more than one is, ranks may share the device's context (a rank's own
+/// communicators count too: its frees then wait for its teardown, which costs memory, not time).
+class live_ranks {
+public:
+  static live_ranks& get() {
+    static live_ranks l;
+    return l;
+  }
+  void add(int device) {
+    std::lock_guard<std::mutex> lock(m_);
+    ++n_[device];
+  }
+  void remove(int device) {
+    std::lock_guard<std::mutex> lock(m_);
+    if (--n_[device] == 0) n_.erase(device);
+  }
+  int on(int device) {
+    std::lock_guard<std::mutex> lock(m_);
+    const auto it = n_.find(device);
+    return it == n_.end() ? 0 : it->second;
+  }
+
+private:
+  std::mutex m_;
+  std::map<int, int> n_;
+};
+
+/// ncclMemAlloc's allocations (the platform's device memory, which ark can register). Where ranks
+/// of this process share the allocation's device, ncclMemFree keeps it until at most one of them
+/// is left: CUDA's free waits for every kernel on the device, a peer's collective among them,
+/// which may wait for this rank's next launch, held up by the free until its bounded wait fails.
+template <device P>
+class allocations {
+public:
+  static allocations& get() {
+    static allocations a;
+    return a;
+  }
+  void* allocate(std::size_t bytes) {
+    const int device = current_device<P>();
+    typename P::memory m = P::allocate(bytes ? bytes : 1, device);
+    std::lock_guard<std::mutex> lock(m_);
+    void* p = m.ptr;
+    held_.emplace(p, entry{m, device});
+    return p;
+  }
+  /// Frees p now, or where ranks share its device, once they no longer do (free_kept).
+  bool release(void* p) {
+    entry e;
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      auto it = held_.find(p);
+      if (it == held_.end()) return false;
+      e = it->second;
+      held_.erase(it);
+      if (live_ranks::get().on(e.device) > 1) {
+        kept_.push_back(e);
+        return true;
+      }
+    }
+    P::release(e.m);
+    free_kept(e.device);
+    return true;
+  }
+  /// Frees what release kept on `device` if at most one communicator is left there.
+  void free_kept(int device) {
+    std::vector<entry> now;
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      if (live_ranks::get().on(device) > 1) return;
+      const auto mine = std::stable_partition(kept_.begin(), kept_.end(),
+                                              [&](const entry& e) { return e.device != device; });
+      now.assign(mine, kept_.end());
+      kept_.erase(mine, kept_.end());
+    }
+    for (auto& e : now) P::release(e.m);
+  }
+  std::size_t kept() {
+    std::lock_guard<std::mutex> lock(m_);
+    return kept_.size();
+  }
+
+private:
+  struct entry {
+    typename P::memory m;
+    int device = 0;
+  };
+  std::mutex m_;
+  std::map<void*, entry> held_;
+  std::vector<entry> kept_;
+};
+
 /// Keeps the frees of a communicator's teardown off the shim's launches. CUDA's free waits for
 /// the whole GPU and holds up the process's launches meanwhile: a free that lands between the
 /// launches of one group's ranks (or while ranks of a closing communicator launch their barriers)
@@ -414,6 +507,8 @@ public:
         c->close();
       }
       launch_gate::get().alone([&] { c.reset(); });
+      live_ranks::get().remove(device);
+      allocations<P>::get().free_kept(device);
     });
   }
   /// Waits for every teardown handed over so far.
@@ -464,6 +559,7 @@ public:
     c.early_launch = s.early_launch;
     ark_ = std::make_unique<ark::communicator<P>>(
         ark::any_bootstrap(ark::unix_socket_bootstrap(path_ + ".c", rank_, world_, wait)), c);
+    live_ranks::get().add(device_); // until the reaper has freed its memory
     log(2, [&] {
       return "communicator " + (cfg_.name.empty() ? path_ : cfg_.name) + " rank " + std::to_string(rank_) +
              " of " + std::to_string(world_) + " on device " + std::to_string(device_) + " ready";
@@ -964,39 +1060,6 @@ result recv(void* buf, std::size_t count, data_type t, int peer, comm<P>* c, typ
 }
 
 // -- memory --------------------------------------------------------------------------------------
-/// ncclMemAlloc's allocations (the platform's device memory, which ark can register).
-template <device P>
-class allocations {
-public:
-  static allocations& get() {
-    static allocations a;
-    return a;
-  }
-  void* allocate(std::size_t bytes) {
-    typename P::memory m = P::allocate(bytes ? bytes : 1, current_device<P>());
-    std::lock_guard<std::mutex> lock(m_);
-    void* p = m.ptr;
-    held_.emplace(p, m);
-    return p;
-  }
-  bool release(void* p) {
-    typename P::memory m;
-    {
-      std::lock_guard<std::mutex> lock(m_);
-      auto it = held_.find(p);
-      if (it == held_.end()) return false;
-      m = it->second;
-      held_.erase(it);
-    }
-    P::release(m);
-    return true;
-  }
-
-private:
-  std::mutex m_;
-  std::map<void*, typename P::memory> held_;
-};
-
 template <device P>
 result mem_alloc(void** p, std::size_t bytes) {
   return guard("ncclMemAlloc", [&] {

@@ -436,6 +436,27 @@ TEST_CASE("nccl: ncclMemAlloc memory registers as a window; foreign pointers are
   });
 }
 
+TEST_CASE("nccl: where ranks share a device, ncclMemFree frees once at most one communicator is left there") {
+  auto& mem = nc::allocations<host>::get();
+  REQUIRE(mem.kept() == 0);
+  ncomm* comms[2] = {};
+  const int devices[2] = {0, 0}; // the host platform's one device (current_device: 0), both ranks
+  REQUIRE_MESSAGE(nc::init_all<host>(comms, 2, devices) == result::success, nc::last_error_text());
+  void* p = nullptr;
+  REQUIRE(nc::mem_alloc<host>(&p, 4096) == result::success);
+  CHECK(nc::mem_free<host>(p) == result::success);
+  CHECK(mem.kept() == 1);                                   // a free now could stall a peer's call
+  CHECK(nc::mem_free<host>(p) == result::invalid_argument); // released once, kept or not
+  CHECK(nc::destroy<host>(comms[0], false) == result::success);
+  CHECK(nc::destroy<host>(comms[1], false) == result::success);
+  nc::reaper<host>::get().join();
+  CHECK(mem.kept() == 0); // both torn down: freed
+  // no communicator on the device: freed at once
+  REQUIRE(nc::mem_alloc<host>(&p, 64) == result::success);
+  CHECK(nc::mem_free<host>(p) == result::success);
+  CHECK(mem.kept() == 0);
+}
+
 TEST_CASE("nccl: a teardown's frees wait for the launches inside the gate and hold new ones off") {
   auto& gate = nc::launch_gate::get();
   std::atomic<bool> began{false}, ended{false};

@@ -5,7 +5,9 @@
 //   nvcc  -std=c++20 -arch=native -I ark/include 00_hello_all_reduce.cu -o hello
 //   hipcc -std=c++20 -x hip       -I ark/include 00_hello_all_reduce.cu -o hello
 //   g++   -std=c++20 -x c++       -I ark/include 00_hello_all_reduce.cu -o hello -pthread
-//   ./hello [ranks]       (more ranks than GPUs: ranks share them, docs/guide.md, "Ranks that share a GPU")
+//   ./hello [ranks]
+// (ark/ is this repository.) More ranks than GPUs share them: set CUDA_MODULE_LOADING=EAGER and
+// CUDA_DEVICE_MAX_CONNECTIONS=32 first (docs/guide.md, "Ranks that share a GPU").
 // readme:begin hello
 #include "ark/ark.hpp"
 
@@ -17,21 +19,23 @@
 
 using P = ark::platform::native; // the GPU under nvcc or hipcc, the host platform under g++
 
-/// One rank: a communicator, a buffer on its device, one all-reduce, the result checked.
+/// One rank: a buffer on its device, a communicator, one all-reduce, the result checked.
 bool rank_main(std::shared_ptr<ark::in_process_group> group, int rank, int world) {
-  ark::communicator<P>::config cfg;
-  cfg.device = rank % P::device_count(); // this rank's GPU
-  ark::communicator<P> comm(ark::in_process_bootstrap(group, rank), cfg);
-
+  const int device = rank % P::device_count(); // this rank's GPU
   const std::size_t n = 1 << 20;
-  std::vector<float> host(n, static_cast<float>(rank + 1));
-  P::memory buffer = P::allocate(n * sizeof(float), cfg.device);
+  // device memory before the communicator, freed after its end: where ranks share a GPU, a free
+  // waits for every kernel on it, a peer's collective too (docs/guide.md, "Ranks that share a GPU")
+  P::memory buffer = P::allocate(n * sizeof(float), device);
   auto* grad = reinterpret_cast<float*>(buffer.ptr);
+  std::vector<float> host(n, static_cast<float>(rank + 1));
   P::copy(grad, host.data(), n * sizeof(float));
-
-  comm.all_reduce(grad, grad, n); // in place, sum; the algorithm picked by size and world
-  comm.synchronize();             // waits for the communicator's stream; throws if the call failed
-
+  {
+    ark::communicator<P>::config cfg;
+    cfg.device = device;
+    ark::communicator<P> comm(ark::in_process_bootstrap(group, rank), cfg);
+    comm.all_reduce(grad, grad, n); // in place, sum; the algorithm picked by size and world
+    comm.synchronize();             // waits for the communicator's stream; throws if the call failed
+  }                                 // the communicator's end waits for every rank
   P::copy(host.data(), grad, n * sizeof(float));
   P::release(buffer);
   const float want = world * (world + 1) / 2.0f;
@@ -41,8 +45,10 @@ bool rank_main(std::shared_ptr<ark::in_process_group> group, int rank, int world
 }
 
 int main(int argc, char** argv) {
+  if (P::device_count() < 1) return std::puts("hello: skipped: no GPU visible"), 0;
   const int world = argc > 1 ? std::atoi(argv[1]) : P::synchronous_launch ? 4 : P::device_count();
-  if (world < 1) return std::puts("hello: skipped: no GPU visible"), 0;
+  if (world < 1 || world > ark::max_world)
+    return std::fprintf(stderr, "usage: %s [ranks, 1 to %d]\n", argv[0], ark::max_world), 64;
   auto group = std::make_shared<ark::in_process_group>(world); // where the rank threads meet
   std::vector<int> ok(world, 0);
   std::vector<std::thread> ranks;

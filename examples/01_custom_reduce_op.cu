@@ -29,20 +29,20 @@ static_assert(ark::reduce_op<absmax, float> && ark::reduce_op<absmax, ark::bf16>
 // readme:end
 
 bool rank_main(std::shared_ptr<ark::in_process_group> group, int rank, int world) {
-  ark::communicator<P>::config cfg;
-  cfg.device = rank % P::device_count();
-  ark::communicator<P> comm(ark::in_process_bootstrap(group, rank), cfg);
-
+  const int device = rank % P::device_count();
   const std::size_t n = 4096;
   std::vector<ark::bf16> v(n);
   for (std::size_t i = 0; i < n; ++i) v[i] = ark::bf16(static_cast<float>(i % 2 ? rank : -rank));
-  P::memory buffer = P::allocate(n * sizeof(ark::bf16), cfg.device);
+  P::memory buffer = P::allocate(n * sizeof(ark::bf16), device); // before the communicator (example 00)
   auto* data = reinterpret_cast<ark::bf16*>(buffer.ptr);
   P::copy(data, v.data(), n * sizeof(ark::bf16));
-
-  comm.all_reduce(data, data, n, absmax{});
-  comm.synchronize();
-
+  {
+    ark::communicator<P>::config cfg;
+    cfg.device = device;
+    ark::communicator<P> comm(ark::in_process_bootstrap(group, rank), cfg);
+    comm.all_reduce(data, data, n, absmax{});
+    comm.synchronize();
+  }
   P::copy(v.data(), data, n * sizeof(ark::bf16));
   P::release(buffer);
   for (std::size_t i = 0; i < n; ++i)
@@ -51,8 +51,10 @@ bool rank_main(std::shared_ptr<ark::in_process_group> group, int rank, int world
 }
 
 int main(int argc, char** argv) {
+  if (P::device_count() < 1) return std::puts("custom_op: skipped: no GPU visible"), 0;
   const int world = argc > 1 ? std::atoi(argv[1]) : P::synchronous_launch ? 4 : P::device_count();
-  if (world < 1) return std::puts("custom_op: skipped: no GPU visible"), 0;
+  if (world < 1 || world > ark::max_world)
+    return std::fprintf(stderr, "usage: %s [ranks, 1 to %d]\n", argv[0], ark::max_world), 64;
   auto group = std::make_shared<ark::in_process_group>(world);
   std::vector<int> ok(world, 0);
   std::vector<std::thread> ranks;

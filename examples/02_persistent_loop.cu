@@ -50,27 +50,31 @@ struct training_loop {
 // readme:end
 
 bool rank_main(std::shared_ptr<ark::in_process_group> group, int rank, int world) {
-  ark::communicator<P>::config cfg;
-  cfg.device = rank % P::device_count();
-  ark::communicator<P> comm(ark::in_process_bootstrap(group, rank), cfg);
-
+  const int device = rank % P::device_count();
   const std::size_t n = 8192;
   const int steps = 100;
-  P::memory buffer = P::allocate(n * sizeof(float), cfg.device);
-  const training_loop loop{comm.device_handle(), reinterpret_cast<float*>(buffer.ptr), n, steps};
-  comm.launch(loop, 4); // 4 workers (thread blocks), at most team_config.workers
-  comm.synchronize();   // throws what a failed call recorded
-
+  P::memory buffer = P::allocate(n * sizeof(float), device); // before the communicator (example 00)
+  auto* grad = reinterpret_cast<float*>(buffer.ptr);
+  {
+    ark::communicator<P>::config cfg;
+    cfg.device = device;
+    ark::communicator<P> comm(ark::in_process_bootstrap(group, rank), cfg);
+    const training_loop loop{comm.device_handle(), grad, n, steps};
+    comm.launch(loop, 4); // 4 workers (thread blocks), at most team_config.workers
+    comm.synchronize();   // throws what a failed call recorded
+  }
   std::vector<float> out(n);
-  P::copy(out.data(), loop.grad, n * sizeof(float));
+  P::copy(out.data(), grad, n * sizeof(float));
   P::release(buffer);
   const float want = static_cast<float>(world * (world - 1) / 2 + world * (steps - 1));
   return std::all_of(out.begin(), out.end(), [&](float v) { return v == want; });
 }
 
 int main(int argc, char** argv) {
+  if (P::device_count() < 1) return std::puts("persistent: skipped: no GPU visible"), 0;
   const int world = argc > 1 ? std::atoi(argv[1]) : P::synchronous_launch ? 4 : P::device_count();
-  if (world < 1) return std::puts("persistent: skipped: no GPU visible"), 0;
+  if (world < 1 || world > ark::max_world)
+    return std::fprintf(stderr, "usage: %s [ranks, 1 to %d]\n", argv[0], ark::max_world), 64;
   auto group = std::make_shared<ark::in_process_group>(world);
   std::vector<int> ok(world, 0);
   std::vector<std::thread> ranks;

@@ -92,15 +92,14 @@ struct token_ring {
 };
 
 bool rank_main(std::shared_ptr<ark::in_process_group> group, int rank, int world) {
-  ark::communicator<P>::config cfg;
-  cfg.device = rank % P::device_count();
-  ark::communicator<P> comm(ark::in_process_bootstrap(group, rank), cfg);
-
+  const int device = rank % P::device_count();
   const std::size_t block = 1000, n = block * world;
   std::vector<std::int32_t> in(n), out(n);
   for (std::size_t i = 0; i < n; ++i) in[i] = static_cast<std::int32_t>(rank * 1000000 + i);
-  P::memory src = P::allocate(n * sizeof(std::int32_t), cfg.device);
-  P::memory dst = P::allocate(n * sizeof(std::int32_t), cfg.device);
+  // device memory before the communicator, freed after its end (example 00)
+  P::memory src = P::allocate(n * sizeof(std::int32_t), device);
+  P::memory dst = P::allocate(n * sizeof(std::int32_t), device);
+  P::memory mailbox = P::allocate(4 * sizeof(std::uint64_t), device);
   P::copy(src.ptr, in.data(), n * sizeof(std::int32_t));
   bool ok = true;
   auto check = [&] {
@@ -109,33 +108,39 @@ bool rank_main(std::shared_ptr<ark::in_process_group> group, int rank, int world
       for (std::size_t i = 0; i < block; ++i)
         ok = ok && out[q * block + i] == static_cast<std::int32_t>(q * 1000000 + rank * block + i);
   };
-  // the same functor over two backends: LL packets on 2 workers, thread copies on 3
-  const all_to_all<std::int32_t> a2a{reinterpret_cast<const std::int32_t*>(src.ptr),
-                                     reinterpret_cast<std::int32_t*>(dst.ptr), block};
-  comm.launch<ark::dma::ll_packet<2>>(a2a, 2);
-  comm.synchronize(); // throws what a failed call recorded
-  check();
-  P::zero(dst.ptr, n * sizeof(std::int32_t));
-  comm.launch<ark::dma::thread_copy<2>>(a2a, 3);
-  comm.synchronize();
-  check();
-
-  // the token ring runs in a window of 4 words a rank that every rank registered
-  P::memory mailbox = P::allocate(4 * sizeof(std::uint64_t), cfg.device);
-  const ark::window_view& win = comm.register_buffer(mailbox.ptr, 4 * sizeof(std::uint64_t));
-  comm.launch<ark::dma::thread_copy<1>>(token_ring{win}, 1);
-  comm.synchronize();
   std::uint64_t total = 0;
-  P::copy(&total, mailbox.ptr, sizeof total);
+  {
+    ark::communicator<P>::config cfg;
+    cfg.device = device;
+    ark::communicator<P> comm(ark::in_process_bootstrap(group, rank), cfg);
+    // the same functor over two backends: LL packets on 2 workers, thread copies on 3
+    const all_to_all<std::int32_t> a2a{reinterpret_cast<const std::int32_t*>(src.ptr),
+                                       reinterpret_cast<std::int32_t*>(dst.ptr), block};
+    comm.launch<ark::dma::ll_packet<2>>(a2a, 2);
+    comm.synchronize(); // throws what a failed call recorded
+    check();
+    P::zero(dst.ptr, n * sizeof(std::int32_t));
+    comm.launch<ark::dma::thread_copy<2>>(a2a, 3);
+    comm.synchronize();
+    check();
+
+    // the token ring runs in a window of 4 words a rank that every rank registered (until the
+    // communicator's end)
+    const ark::window_view& win = comm.register_buffer(mailbox.ptr, 4 * sizeof(std::uint64_t));
+    comm.launch<ark::dma::thread_copy<1>>(token_ring{win}, 1);
+    comm.synchronize();
+    P::copy(&total, mailbox.ptr, sizeof total);
+  }
   ok = ok && total == static_cast<std::uint64_t>(world) * (world - 1) / 2;
-  comm.deregister_buffer(mailbox.ptr);
   for (P::memory* m : {&src, &dst, &mailbox}) P::release(*m);
   return ok;
 }
 
 int main(int argc, char** argv) {
+  if (P::device_count() < 1) return std::puts("custom: skipped: no GPU visible"), 0;
   const int world = argc > 1 ? std::atoi(argv[1]) : P::synchronous_launch ? 4 : P::device_count();
-  if (world < 1) return std::puts("custom: skipped: no GPU visible"), 0;
+  if (world < 1 || world > ark::max_world)
+    return std::fprintf(stderr, "usage: %s [ranks, 1 to %d]\n", argv[0], ark::max_world), 64;
   auto group = std::make_shared<ark::in_process_group>(world);
   std::vector<int> ok(world, 0);
   std::vector<std::thread> ranks;

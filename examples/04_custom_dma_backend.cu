@@ -29,27 +29,29 @@ static_assert(ark::dma_backend<narrow_copy<2>>, "narrow_copy must model ark::dma
 // readme:end
 
 bool rank_main(std::shared_ptr<ark::in_process_group> group, int rank, int world) {
-  ark::communicator<P>::config cfg;
-  cfg.device = rank % P::device_count();
-  ark::communicator<P> comm(ark::in_process_bootstrap(group, rank), cfg);
-
+  const int device = rank % P::device_count();
   const std::size_t n = 100001;
   std::vector<double> host(n, 0.5 * rank);
-  P::memory buffer = P::allocate(n * sizeof(double), cfg.device);
+  P::memory buffer = P::allocate(n * sizeof(double), device); // before the communicator (example 00)
   auto* data = reinterpret_cast<double*>(buffer.ptr);
   P::copy(data, host.data(), n * sizeof(double));
-
-  comm.all_reduce<ark::algo::ring, narrow_copy<2>>(data, data, n, ark::op::max{});
-  comm.synchronize();
-
+  {
+    ark::communicator<P>::config cfg;
+    cfg.device = device;
+    ark::communicator<P> comm(ark::in_process_bootstrap(group, rank), cfg);
+    comm.all_reduce<ark::algo::ring, narrow_copy<2>>(data, data, n, ark::op::max{});
+    comm.synchronize();
+  }
   P::copy(host.data(), data, n * sizeof(double));
   P::release(buffer);
   return std::all_of(host.begin(), host.end(), [&](double v) { return v == 0.5 * (world - 1); });
 }
 
 int main(int argc, char** argv) {
+  if (P::device_count() < 1) return std::puts("custom_backend: skipped: no GPU visible"), 0;
   const int world = argc > 1 ? std::atoi(argv[1]) : P::synchronous_launch ? 4 : P::device_count();
-  if (world < 1) return std::puts("custom_backend: skipped: no GPU visible"), 0;
+  if (world < 1 || world > ark::max_world)
+    return std::fprintf(stderr, "usage: %s [ranks, 1 to %d]\n", argv[0], ark::max_world), 64;
   auto group = std::make_shared<ark::in_process_group>(world);
   std::vector<int> ok(world, 0);
   std::vector<std::thread> ranks;

@@ -32,16 +32,21 @@ double time_ring(ark::communicator<P>& comm, float* data, std::size_t n) {
 }
 
 bool rank_main(std::shared_ptr<ark::in_process_group> group, int rank, int world) {
-  ark::communicator<P>::config cfg;
-  cfg.device = rank % P::device_count();
-  cfg.team.max_depth = 8; // slots for the deepest pipeline timed here
-  ark::communicator<P> comm(ark::in_process_bootstrap(group, rank), cfg);
-
+  const int device = rank % P::device_count();
   const std::size_t n = P::synchronous_launch ? (2u << 20) : (64u << 20); // floats
-  P::memory buffer = P::allocate(n * sizeof(float), cfg.device);
+  P::memory buffer = P::allocate(n * sizeof(float), device); // before the communicator (example 00)
   auto* data = reinterpret_cast<float*>(buffer.ptr);
-  const double us[] = {time_ring<1>(comm, data, n), time_ring<2>(comm, data, n), time_ring<4>(comm, data, n),
-                       time_ring<8>(comm, data, n)};
+  double us[4] = {};
+  {
+    ark::communicator<P>::config cfg;
+    cfg.device = device;
+    cfg.team.max_depth = 8; // slots for the deepest pipeline timed here
+    ark::communicator<P> comm(ark::in_process_bootstrap(group, rank), cfg);
+    us[0] = time_ring<1>(comm, data, n);
+    us[1] = time_ring<2>(comm, data, n);
+    us[2] = time_ring<4>(comm, data, n);
+    us[3] = time_ring<8>(comm, data, n);
+  }
   P::release(buffer);
   if (rank == 0)
     std::printf("%s, %d ranks, ring all-reduce of %zu MB: depth 1 %.0f us, 2 %.0f us, 4 %.0f us, 8 %.0f us\n",
@@ -50,8 +55,10 @@ bool rank_main(std::shared_ptr<ark::in_process_group> group, int rank, int world
 }
 
 int main(int argc, char** argv) {
+  if (P::device_count() < 1) return std::puts("depth: skipped: no GPU visible"), 0;
   const int world = argc > 1 ? std::atoi(argv[1]) : P::synchronous_launch ? 4 : P::device_count();
-  if (world < 1) return std::puts("depth: skipped: no GPU visible"), 0;
+  if (world < 1 || world > ark::max_world)
+    return std::fprintf(stderr, "usage: %s [ranks, 1 to %d]\n", argv[0], ark::max_world), 64;
   auto group = std::make_shared<ark::in_process_group>(world);
   std::vector<int> ok(world, 0);
   std::vector<std::thread> ranks;

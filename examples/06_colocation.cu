@@ -33,35 +33,42 @@ struct compute_work {
 };
 
 bool rank_main(std::shared_ptr<ark::in_process_group> group, int rank, int world) {
-  ark::communicator<P>::config cfg;
-  cfg.device = rank % P::device_count();
-  ark::communicator<P> comm(ark::in_process_bootstrap(group, rank), cfg);
-
+  const int device = rank % P::device_count();
   const std::size_t n = P::synchronous_launch ? (1u << 16) : (16u << 20); // gradient floats
-  P::memory grad_mem = P::allocate(n * sizeof(float), cfg.device);
-  P::memory work_mem = P::allocate(n * sizeof(float), cfg.device);
-  P::memory gathered_mem = P::allocate(n * world * sizeof(float), cfg.device);
+  // device memory, the compute stream and the compute kernel's first launch (which loads it) before
+  // the communicator: where ranks share a GPU, each can wait for the kernels running on it, a
+  // peer's collective too (docs/guide.md, "Ranks that share a GPU")
+  P::memory grad_mem = P::allocate(n * sizeof(float), device);
+  P::memory work_mem = P::allocate(n * sizeof(float), device);
+  P::memory gathered_mem = P::allocate(n * world * sizeof(float), device);
   auto* grad = reinterpret_cast<float*>(grad_mem.ptr);
   auto* gathered = reinterpret_cast<float*>(gathered_mem.ptr);
-  comm.register_buffer(grad, n * sizeof(float)); // peers write into these
-  comm.register_buffer(gathered, n * world * sizeof(float));
   const std::vector<float> mine(n, static_cast<float>(rank + 1));
   P::copy(grad, mine.data(), n * sizeof(float));
-
-  // readme:begin colocation
-  P::stream compute = P::create_stream(cfg.device);
-  ark::call_options<P> o;
-  o.max_ctas = 8; // the reduction's SM budget
-  const ark::call_plan p =
-      comm.plan<ark::collective::all_reduce, ark::algo::automatic, ark::dma::copy_engine, float>(n, o);
-  P::launch(compute, ark::launch_shape{P::synchronous_launch ? 4u : 128u, P::synchronous_launch ? 1u : 256u},
-            compute_work{reinterpret_cast<float*>(work_mem.ptr), n, 64});
-  comm.all_reduce<ark::algo::automatic, ark::dma::copy_engine>(grad, grad, n, ark::op::sum{}, o);
-  o.max_ctas = 0; // all-gather of each rank's n gradients: the copy engine alone moves them
-  comm.all_gather(grad, gathered, n, o);
-  comm.synchronize();
+  P::stream compute = P::create_stream(device);
+  const ark::launch_shape shape{P::synchronous_launch ? 4u : 128u, P::synchronous_launch ? 1u : 256u};
+  const compute_work work{reinterpret_cast<float*>(work_mem.ptr), n, 64};
+  P::launch(compute, shape, compute_work{work.x, n, 0});
   P::synchronize(compute);
-  // readme:end
+  ark::call_plan p;
+  {
+    ark::communicator<P>::config cfg;
+    cfg.device = device;
+    ark::communicator<P> comm(ark::in_process_bootstrap(group, rank), cfg);
+    comm.register_buffer(grad, n * sizeof(float)); // peers write into these (until the end)
+    comm.register_buffer(gathered, n * world * sizeof(float));
+    // readme:begin colocation
+    ark::call_options<P> o;
+    o.max_ctas = 8; // the reduction's SM budget
+    p = comm.plan<ark::collective::all_reduce, ark::algo::automatic, ark::dma::copy_engine, float>(n, o);
+    P::launch(compute, shape, work); // the model's compute, on its own stream
+    comm.all_reduce<ark::algo::automatic, ark::dma::copy_engine>(grad, grad, n, ark::op::sum{}, o);
+    o.max_ctas = 0; // all-gather of each rank's n gradients: the copy engine alone moves them
+    comm.all_gather(grad, gathered, n, o);
+    comm.synchronize();
+    P::synchronize(compute);
+    // readme:end
+  }
   P::destroy_stream(compute);
 
   const float want = static_cast<float>(world * (world + 1) / 2);
@@ -72,15 +79,15 @@ bool rank_main(std::shared_ptr<ark::in_process_group> group, int rank, int world
     std::printf("%s, %d ranks: all-reduce of %zu KB on the copy engine beside a compute kernel (reduction on "
                 "%u blocks, %zu KB scratch), then an all-gather on the copy engine alone\n",
                 P::name, world, n * 4 >> 10, p.ctas, p.scratch_bytes >> 10);
-  comm.deregister_buffer(grad);
-  comm.deregister_buffer(gathered);
   for (P::memory* m : {&grad_mem, &work_mem, &gathered_mem}) P::release(*m);
   return ok;
 }
 
 int main(int argc, char** argv) {
+  if (P::device_count() < 1) return std::puts("colocation: skipped: no GPU visible"), 0;
   const int world = argc > 1 ? std::atoi(argv[1]) : P::synchronous_launch ? 4 : P::device_count();
-  if (world < 1) return std::puts("colocation: skipped: no GPU visible"), 0;
+  if (world < 1 || world > ark::max_world)
+    return std::fprintf(stderr, "usage: %s [ranks, 1 to %d]\n", argv[0], ark::max_world), 64;
   auto group = std::make_shared<ark::in_process_group>(world);
   std::vector<int> ok(world, 0);
   std::vector<std::thread> ranks;

@@ -118,22 +118,24 @@ struct buffer {
   P::memory mem;
   buffer(std::size_t n, int device) : mem(P::allocate(n * sizeof(T), device)) {}
   ~buffer() { P::release(mem); }
+  buffer(const buffer&) = delete;
+  buffer& operator=(const buffer&) = delete;
   T* get() const { return reinterpret_cast<T*>(mem.ptr); }
 };
 
 bool rank_main(std::shared_ptr<ark::in_process_group> group, int rank, int world) {
-  ark::communicator<P>::config cfg;
-  cfg.device = rank % P::device_count();
-  ark::communicator<P> comm(ark::in_process_bootstrap(group, rank), cfg);
-
   const int steps = 20;
   const std::size_t tokens = 256, dim = 64;
-  const int d = cfg.device;
+  const int d = rank % P::device_count();
+  // before the communicator, so freed after its end (example 00)
   buffer<float> packed(tokens * dim, d), received(world * tokens * dim, d), combined(tokens * dim, d),
       acc(tokens * dim, d); // allocated zeroed
   buffer<std::int64_t> send_n(world, d), recv_n(world, d);
   buffer<std::uint32_t> order(tokens, d);
   buffer<ark::p2p_ops> ops(1, d);
+  ark::communicator<P>::config cfg;
+  cfg.device = d;
+  ark::communicator<P> comm(ark::in_process_bootstrap(group, rank), cfg);
   const moe_loop loop{comm.device_handle(), tokens,         dim,       steps,        packed.get(),
                       received.get(),       combined.get(), acc.get(), send_n.get(), recv_n.get(),
                       order.get(),          ops.get()};
@@ -153,8 +155,10 @@ bool rank_main(std::shared_ptr<ark::in_process_group> group, int rank, int world
 }
 
 int main(int argc, char** argv) {
+  if (P::device_count() < 1) return std::puts("moe: skipped: no GPU visible"), 0;
   const int world = argc > 1 ? std::atoi(argv[1]) : P::synchronous_launch ? 4 : P::device_count();
-  if (world < 1) return std::puts("moe: skipped: no GPU visible"), 0;
+  if (world < 1 || world > ark::max_world)
+    return std::fprintf(stderr, "usage: %s [ranks, 1 to %d]\n", argv[0], ark::max_world), 64;
   auto group = std::make_shared<ark::in_process_group>(world);
   std::vector<int> ok(world, 0);
   std::vector<std::thread> ranks;

@@ -21,26 +21,26 @@
 
 using P = ark::platform::native; // the GPU under nvcc or hipcc
 
-// readme:begin process
 /// Rank `rank` of `world`, in its own process: the same all-reduce as examples/00.
 bool rank_main(const std::string& socket, int rank, int world) {
-  ark::communicator<P>::config cfg;
-  cfg.device = rank % P::device_count();
-  ark::communicator<P> comm(ark::unix_socket_bootstrap(socket, rank, world), cfg);
-
+  const int device = rank % P::device_count();
   const std::size_t n = 1 << 20;
   std::vector<float> host(n, static_cast<float>(rank + 1));
-  P::memory buffer = P::allocate(n * sizeof(float), cfg.device);
+  P::memory buffer = P::allocate(n * sizeof(float), device);
   auto* grad = reinterpret_cast<float*>(buffer.ptr);
   P::copy(grad, host.data(), n * sizeof(float));
-  comm.all_reduce(grad, grad, n);
-  comm.synchronize();
+  {
+    ark::communicator<P>::config cfg;
+    cfg.device = device;
+    ark::communicator<P> comm(ark::unix_socket_bootstrap(socket, rank, world), cfg);
+    comm.all_reduce(grad, grad, n);
+    comm.synchronize();
+  }
   P::copy(host.data(), grad, n * sizeof(float));
   P::release(buffer);
   const float want = world * (world + 1) / 2.0f;
   return std::all_of(host.begin(), host.end(), [&](float v) { return v == want; });
 }
-// readme:end
 
 int main(int argc, char** argv) {
   if constexpr (P::synchronous_launch) {
@@ -49,15 +49,15 @@ int main(int argc, char** argv) {
     return 0;
   }
   // The GPU count is asked in a child: a process that has used CUDA must not fork ranks that use it.
-  int world = argc > 1 ? std::atoi(argv[1]) : 0;
-  if (world == 0) {
-    const pid_t probe = ::fork();
-    if (probe == 0) std::_Exit(std::min(P::device_count(), 255));
-    int st = 0;
-    ::waitpid(probe, &st, 0);
-    world = WIFEXITED(st) ? WEXITSTATUS(st) : 0;
-  }
-  if (world < 1) return std::puts("per_gpu: skipped: no GPU visible"), 0;
+  const pid_t probe = ::fork();
+  if (probe == 0) std::_Exit(std::min(P::device_count(), 255));
+  int st = 0;
+  ::waitpid(probe, &st, 0);
+  const int gpus = WIFEXITED(st) ? WEXITSTATUS(st) : 0;
+  if (gpus < 1) return std::puts("per_gpu: skipped: no GPU visible"), 0;
+  const int world = argc > 1 ? std::atoi(argv[1]) : gpus;
+  if (world < 1 || world > ark::max_world)
+    return std::fprintf(stderr, "usage: %s [ranks, 1 to %d]\n", argv[0], ark::max_world), 64;
   const std::string socket = "/tmp/ark-example-" + std::to_string(::getpid()) + ".sock";
   std::vector<pid_t> ranks;
   for (int r = 0; r < world; ++r) {

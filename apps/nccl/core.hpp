@@ -340,99 +340,6 @@ void use_device(int d) {
 template <device P>
 class comm;
 
-/// How many of this process's communicators are live on each device, from their init to their
-/// teardown's frees: where more than one is, ranks may share the device's context (a rank's own
-/// communicators count too: its frees then wait for its teardown, which costs memory, not time).
-class live_ranks {
-public:
-  static live_ranks& get() {
-    static live_ranks l;
-    return l;
-  }
-  void add(int device) {
-    std::lock_guard<std::mutex> lock(m_);
-    ++n_[device];
-  }
-  void remove(int device) {
-    std::lock_guard<std::mutex> lock(m_);
-    if (--n_[device] == 0) n_.erase(device);
-  }
-  int on(int device) {
-    std::lock_guard<std::mutex> lock(m_);
-    const auto it = n_.find(device);
-    return it == n_.end() ? 0 : it->second;
-  }
-
-private:
-  std::mutex m_;
-  std::map<int, int> n_;
-};
-
-/// ncclMemAlloc's allocations (the platform's device memory, which ark can register). Where ranks
-/// of this process share the allocation's device, ncclMemFree keeps it until at most one of them
-/// is left: CUDA's free waits for every kernel on the device, a peer's collective among them,
-/// which may wait for this rank's next launch, held up by the free until its bounded wait fails.
-template <device P>
-class allocations {
-public:
-  static allocations& get() {
-    static allocations a;
-    return a;
-  }
-  void* allocate(std::size_t bytes) {
-    const int device = current_device<P>();
-    typename P::memory m = P::allocate(bytes ? bytes : 1, device);
-    std::lock_guard<std::mutex> lock(m_);
-    void* p = m.ptr;
-    held_.emplace(p, entry{m, device});
-    return p;
-  }
-  /// Frees p now, or where ranks share its device, once they no longer do (free_kept).
-  bool release(void* p) {
-    entry e;
-    {
-      std::lock_guard<std::mutex> lock(m_);
-      auto it = held_.find(p);
-      if (it == held_.end()) return false;
-      e = it->second;
-      held_.erase(it);
-      if (live_ranks::get().on(e.device) > 1) {
-        kept_.push_back(e);
-        return true;
-      }
-    }
-    P::release(e.m);
-    free_kept(e.device);
-    return true;
-  }
-  /// Frees what release kept on `device` if at most one communicator is left there.
-  void free_kept(int device) {
-    std::vector<entry> now;
-    {
-      std::lock_guard<std::mutex> lock(m_);
-      if (live_ranks::get().on(device) > 1) return;
-      const auto mine = std::stable_partition(kept_.begin(), kept_.end(),
-                                              [&](const entry& e) { return e.device != device; });
-      now.assign(mine, kept_.end());
-      kept_.erase(mine, kept_.end());
-    }
-    for (auto& e : now) P::release(e.m);
-  }
-  std::size_t kept() {
-    std::lock_guard<std::mutex> lock(m_);
-    return kept_.size();
-  }
-
-private:
-  struct entry {
-    typename P::memory m;
-    int device = 0;
-  };
-  std::mutex m_;
-  std::map<void*, entry> held_;
-  std::vector<entry> kept_;
-};
-
 /// Keeps the frees of a communicator's teardown off the shim's launches. CUDA's free waits for
 /// the whole GPU and holds up the process's launches meanwhile: a free that lands between the
 /// launches of one group's ranks (or while ranks of a closing communicator launch their barriers)
@@ -488,6 +395,105 @@ private:
   bool freeing_ = false;
 };
 
+/// The communicators of this process live on each device, by unique id, from just before their
+/// init to the end of their teardown's frees. Two of one id on one device are ranks sharing the
+/// device's context: their kernels wait for each other's launches.
+class live_ranks {
+public:
+  static live_ranks& get() {
+    static live_ranks l;
+    return l;
+  }
+  void add(int device, const std::string& id) {
+    std::lock_guard<std::mutex> lock(m_);
+    ++n_[device][id];
+  }
+  void remove(int device, const std::string& id) {
+    std::lock_guard<std::mutex> lock(m_);
+    auto& ids = n_[device];
+    if (--ids[id] == 0) ids.erase(id);
+    if (ids.empty()) n_.erase(device);
+  }
+  /// Whether ranks of one communicator share `device` here.
+  bool shared(int device) {
+    std::lock_guard<std::mutex> lock(m_);
+    const auto it = n_.find(device);
+    if (it == n_.end()) return false;
+    for (const auto& [id, n] : it->second)
+      if (n > 1) return true;
+    return false;
+  }
+
+private:
+  std::mutex m_;
+  std::map<int, std::map<std::string, int>> n_;
+};
+
+/// ncclMemAlloc's allocations (the platform's device memory, which ark can register). Where ranks
+/// of this process share the allocation's device, ncclMemFree keeps it until they no longer do:
+/// CUDA's free waits for every kernel on the device, a peer's collective among them, which may
+/// wait for this rank's next launch, held up by the free until its bounded wait fails. Frees run
+/// alone (launch_gate), as a teardown's do.
+template <device P>
+class allocations {
+public:
+  static allocations& get() {
+    static allocations a;
+    return a;
+  }
+  void* allocate(std::size_t bytes) {
+    const int device = current_device<P>();
+    typename P::memory m = P::allocate(bytes ? bytes : 1, device);
+    std::lock_guard<std::mutex> lock(m_);
+    void* p = m.ptr;
+    held_.emplace(p, entry{m, device});
+    return p;
+  }
+  /// Frees p now, or where ranks share its device, once they no longer do (free_kept).
+  bool release(void* p) {
+    entry e;
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      auto it = held_.find(p);
+      if (it == held_.end()) return false;
+      e = it->second;
+      held_.erase(it);
+      kept_.push_back(e);
+    }
+    free_kept(e.device);
+    return true;
+  }
+  /// Frees what release kept on `device` unless ranks share it.
+  void free_kept(int device) {
+    std::vector<entry> now;
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      if (live_ranks::get().shared(device)) return;
+      const auto mine = std::stable_partition(kept_.begin(), kept_.end(),
+                                              [&](const entry& e) { return e.device != device; });
+      now.assign(mine, kept_.end());
+      kept_.erase(mine, kept_.end());
+    }
+    if (!now.empty())
+      launch_gate::get().alone([&] {
+        for (auto& e : now) P::release(e.m);
+      });
+  }
+  std::size_t kept() {
+    std::lock_guard<std::mutex> lock(m_);
+    return kept_.size();
+  }
+
+private:
+  struct entry {
+    typename P::memory m;
+    int device = 0;
+  };
+  std::mutex m_;
+  std::map<void*, entry> held_;
+  std::vector<entry> kept_;
+};
+
 /// Tears down communicators on threads of their own (ark's teardown waits for every rank, and
 /// one thread may destroy every rank's communicator in turn); joined at exit. The collective
 /// half (close) runs inside the launch gate, the frees alone.
@@ -498,16 +504,22 @@ public:
     static reaper r;
     return r;
   }
-  void take(std::unique_ptr<ark::communicator<P>> c, int device) {
+  /// What the teardowns use is made first, so that it outlives the join at exit.
+  reaper() {
+    (void)live_ranks::get();
+    (void)allocations<P>::get();
+  }
+  /// c, rank of communicator `id` on `device`: its collective half, then its frees.
+  void take(std::unique_ptr<ark::communicator<P>> c, int device, std::string id) {
     std::lock_guard<std::mutex> lock(m_);
-    threads_.emplace_back([c = std::move(c), device]() mutable {
+    threads_.emplace_back([c = std::move(c), device, id = std::move(id)]() mutable {
       use_device<P>(device);
       {
         launch_gate::inside closing;
         c->close();
       }
       launch_gate::get().alone([&] { c.reset(); });
-      live_ranks::get().remove(device);
+      live_ranks::get().remove(device, id);
       allocations<P>::get().free_kept(device);
     });
   }
@@ -557,9 +569,14 @@ public:
     if (s.proto == "ll") c.tuning.ll_max_bytes = ~std::size_t(0);
     if (s.proto == "simple") c.tuning.ll_max_bytes = 0;
     c.early_launch = s.early_launch;
-    ark_ = std::make_unique<ark::communicator<P>>(
-        ark::any_bootstrap(ark::unix_socket_bootstrap(path_ + ".c", rank_, world_, wait)), c);
-    live_ranks::get().add(device_); // until the reaper has freed its memory
+    live_ranks::get().add(device_, path_); // before any peer can call: until the reaper's frees
+    try {
+      ark_ = std::make_unique<ark::communicator<P>>(
+          ark::any_bootstrap(ark::unix_socket_bootstrap(path_ + ".c", rank_, world_, wait)), c);
+    } catch (...) {
+      live_ranks::get().remove(device_, path_);
+      throw;
+    }
     log(2, [&] {
       return "communicator " + (cfg_.name.empty() ? path_ : cfg_.name) + " rank " + std::to_string(rank_) +
              " of " + std::to_string(world_) + " on device " + std::to_string(device_) + " ready";
@@ -628,7 +645,7 @@ public:
   void finish(bool abort) {
     if (!ark_) return;
     if (abort) ark_->abort();
-    reaper<P>::get().take(std::move(ark_), device_);
+    reaper<P>::get().take(std::move(ark_), device_, path_);
   }
   std::uint64_t next_split() { return splits_++; }
 

@@ -436,7 +436,7 @@ TEST_CASE("nccl: ncclMemAlloc memory registers as a window; foreign pointers are
   });
 }
 
-TEST_CASE("nccl: where ranks share a device, ncclMemFree frees once at most one communicator is left there") {
+TEST_CASE("nccl: where ranks share a device, ncclMemFree frees once their teardowns are done") {
   auto& mem = nc::allocations<host>::get();
   REQUIRE(mem.kept() == 0);
   ncomm* comms[2] = {};
@@ -451,10 +451,15 @@ TEST_CASE("nccl: where ranks share a device, ncclMemFree frees once at most one 
   CHECK(nc::destroy<host>(comms[1], false) == result::success);
   nc::reaper<host>::get().join();
   CHECK(mem.kept() == 0); // both torn down: freed
-  // no communicator on the device: freed at once
-  REQUIRE(nc::mem_alloc<host>(&p, 64) == result::success);
-  CHECK(nc::mem_free<host>(p) == result::success);
-  CHECK(mem.kept() == 0);
+  // a rank's own communicators on its device (the world's and a split's): no sharing, freed at once
+  on_ranks(1, [&](int, ncomm* c) {
+    ncomm* half = nullptr;
+    REQUIRE(nc::split<host>(c, 0, 0, &half, {}) == result::success);
+    REQUIRE(nc::mem_alloc<host>(&p, 64) == result::success);
+    CHECK(nc::mem_free<host>(p) == result::success);
+    CHECK(mem.kept() == 0);
+    nc::destroy<host>(half, false);
+  });
 }
 
 TEST_CASE("nccl: a teardown's frees wait for the launches inside the gate and hold new ones off") {

@@ -202,7 +202,7 @@ TEST_CASE(
     needs_gpus(1)) {
   // four ranks as threads named into two nodes: ark's communicator inside each node on the GPU,
   // each engine step staged through host memory after the call's stream; a small scratch, so
-  // reduce-scatter, all-gather and reduce run in many chunks
+  // reduce-scatter, all-gather, all-to-all and reduce run in many chunks
   using hcomm = ark::hierarchical_communicator<gpu, ark::bootstrap_engine>;
   const int world = 4;
   auto group = std::make_shared<ark::in_process_group>(world);
@@ -257,6 +257,11 @@ TEST_CASE(
           got = fetch(n * world);
           for (int q = 0; q < world; ++q)
             for (std::size_t i = 0; i < n; ++i) bad[rank] += got[q * n + i] != value(q, i);
+          out.upload(std::vector<float>(n * world, -1.0f));
+          c.all_to_all(in.get(), out.get(), n, o); // block q from rank q: its block `rank`
+          got = fetch(n * world);
+          for (int q = 0; q < world; ++q)
+            for (std::size_t i = 0; i < n; ++i) bad[rank] += got[q * n + i] != value(q, rank * n + i);
           c.broadcast(in.get(), out.get(), n, 3, o);
           got = fetch(n);
           for (std::size_t i = 0; i < n; ++i) bad[rank] += got[i] != value(3, i);

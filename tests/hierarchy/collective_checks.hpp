@@ -1,5 +1,6 @@
 // tests/hierarchy/collective_checks.hpp: every hierarchical collective of one type and op against
-// the reference, out of place and in place; shared by the host test and the MPI program.
+// the reference, out of place and in place (all-to-all: out of place); shared by the host test and
+// the MPI program.
 #pragma once
 
 #include "../support/reference.hpp"
@@ -29,6 +30,18 @@ std::size_t check_collectives(Comm& c, std::size_t count, std::uint64_t seed, in
   std::vector<T> out;
   const std::vector<T> in = in_of(Wc);
   for (const bool in_place : {false, true}) {
+    if (!in_place) { // all-to-all (never in place): block q of in to rank q, as block me of its out
+      out.assign(Wc + 1, T{});
+      ark_test::poison(out, 0xA5);
+      const T guard = out.back();
+      c.all_to_all(in.data(), out.data(), count);
+      for (int p = 0; p < W; ++p)
+        for (std::size_t i = 0; i < count; ++i) {
+          const T want = input<T, Op>(seed, p, me * count + i);
+          bad += std::memcmp(&out[p * count + i], &want, sizeof(T)) != 0;
+        }
+      bad += std::memcmp(&out[Wc], &guard, sizeof(T)) != 0;
+    }
     // all-reduce
     out = in_place ? in_of(count) : std::vector<T>(count + 1);
     if (!in_place) ark_test::poison(out, 0xA5);

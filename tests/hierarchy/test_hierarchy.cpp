@@ -164,6 +164,13 @@ TEST_CASE("hierarchy: calls larger than the scratch and repeated calls on the de
   }
 }
 
+TEST_CASE("hierarchy: a scratch that cannot hold a chunk of every rank's block is refused on every rank") {
+  // 17 ranks (one node): 16 bytes a rank is 272, above the 256 asked for
+  const auto errors = run_threads(
+      17, [](ark::in_process_bootstrap b, int) { hcomm c(std::move(b), config_for("host", 256)); });
+  for (const auto& e : errors) CHECK(e.find("scratch_bytes must be at least 272") != std::string::npos);
+}
+
 TEST_CASE("hierarchy: bad calls are refused on the calling rank before anything moves, outputs untouched") {
   std::vector<int> refused(4, 0);
   const auto errors = run_threads(4, [&](ark::in_process_bootstrap b, int r) {
@@ -183,6 +190,7 @@ TEST_CASE("hierarchy: bad calls are refused on the calling rank before anything 
     refuses([&] { c.reduce(in.data(), out.data(), 8, -1); });
     refuses([&] { c.reduce_scatter(out.data() + 1, out.data(), 8); }); // overlapping, not in place
     refuses([&] { c.all_gather(out.data() + 1, out.data(), 8); });
+    refuses([&] { c.all_to_all(out.data(), out.data(), 8); }); // in place: not served
     for (float v : out) refused[r] += v != -3.0f ? 100 : 0;
     // the communicator still works afterwards
     c.all_reduce(in.data(), out.data(), 64);
@@ -190,7 +198,7 @@ TEST_CASE("hierarchy: bad calls are refused on the calling rank before anything 
   });
   for (int r = 0; r < 4; ++r) {
     CHECK(errors[r] == "");
-    CHECK(refused[r] == 6);
+    CHECK(refused[r] == 7);
   }
 }
 

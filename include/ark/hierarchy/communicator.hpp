@@ -24,9 +24,12 @@
 //                   the columns, the blocks put in rank order
 //   broadcast       the root's rail from the root's node, then every node from its rank on it
 //   reduce          every node to its rank on the root's rail, then that rail's reduce to the root
+//   all-to-all      in's blocks sorted by destination local rank ([local][node]), a local
+//                   all-to-all (each rank gets what its node sends to its rail), sorted by
+//                   destination node, the rail's all-to-all, the blocks put in sender order
 // A sum or an average crosses nodes as a sum; an average is divided once, at the end, by the
-// job's world (as one communicator over every rank divides). Reduce-scatter, all-gather and
-// reduce go through `scratch_bytes` of scratch, in chunks that fit it; the steps of a chunk run
+// job's world (as one communicator over every rank divides). Reduce-scatter, all-gather, reduce
+// and all-to-all go through `scratch_bytes` of scratch, in chunks that fit it; the steps of a chunk run
 // one after the other (the engine's time is not yet overlapped with the node's steps).
 //
 // Memory: the engine takes host memory. On a GPU each engine step synchronizes the call's stream
@@ -55,7 +58,7 @@ public:
     communicator_config<P> local{}; ///< the node-local communicator's (device, timeout, ...)
     node_options nodes = node_options::from_env();
     /// Scratch of reduce-scatter, all-gather and reduce: larger calls run in chunks that fit.
-    std::size_t scratch_bytes = std::size_t(8) << 20;
+    std::size_t scratch_bytes = std::size_t(8) << 20; ///< at least 256, and 16 bytes a rank
   };
 
   /// Collective over the bootstrap's ranks; make_engine(rail bootstrap) makes the engine.
@@ -63,8 +66,7 @@ public:
   requires std::is_invocable_r_v<E, MakeEngine&, Boot>
   hierarchical_communicator(Boot boot, MakeEngine make_engine, config cfg = {})
       : map_(learn_nodes(boot, cfg.nodes)), scratch_bytes_(cfg.scratch_bytes) {
-    if (cfg.scratch_bytes < 256)
-      detail::throw_invalid("hierarchical_communicator", "scratch_bytes must be >= 256");
+    check_scratch();
     local_.emplace(boot.split(map_.node, map_.local_rank), cfg.local);
     if (map_.nodes > 1) engine_.emplace(make_engine(boot.split(map_.local_rank, map_.node)));
     scratch_ = P::allocate(cfg.scratch_bytes, cfg.local.device);
@@ -83,8 +85,7 @@ public:
   template <bootstrap LocalBoot>
   hierarchical_communicator(node_map layout, LocalBoot local, std::optional<E> engine, config cfg = {})
       : map_(std::move(layout)), scratch_bytes_(cfg.scratch_bytes) {
-    if (cfg.scratch_bytes < 256)
-      detail::throw_invalid("hierarchical_communicator", "scratch_bytes must be >= 256");
+    check_scratch();
     if (local.size() != map_.local_size || local.rank() != map_.local_rank)
       detail::throw_invalid("hierarchical_communicator", "the node's bootstrap is not the layout's node");
     if (map_.nodes > 1 && (!engine || engine->size() != map_.nodes || engine->rank() != map_.node))
@@ -225,6 +226,45 @@ public:
     }
   }
 
+  /// in, out: world() blocks of `count`; block q of in goes to rank q, where it lands as block
+  /// rank() of out. Not in place.
+  template <element T>
+  void all_to_all(const T* in, T* out, std::size_t count, const call_options<P>& o = {}) {
+    const char* call = "hierarchical all_to_all";
+    const std::size_t W = static_cast<std::size_t>(world());
+    check_buffers(call, count, in, count * W, out, count * W, false);
+    if (map_.nodes == 1) return local_->all_to_all(in, out, count, o);
+    const int N = map_.nodes, L = map_.local_size;
+    if (count == 0) return;
+    if (L == 1) // nodes in rank order, one rank each: the engine alone
+      return across(o, in, out, count * W * sizeof(T), count * W * sizeof(T),
+                    [&](const void* a, void* b) { engine_->all_to_all(a, b, count * sizeof(T)); });
+    T* s = static_cast<T*>(static_cast<void*>(scratch_.ptr));
+    for (const chunk& ch : chunks(count, 2 * W * sizeof(T))) {
+      const std::size_t at = ch.at, m = ch.m; // not a structured binding: clang < 16 cannot capture one
+      T* r = s + W * m;
+      // s = [local l][node n][m]: the chunk of the block for rank (n, l)
+      for (int l = 0; l < L; ++l)
+        for (int n = 0; n < N; ++n)
+          P::copy_async(s + (static_cast<std::size_t>(l) * N + n) * m, in + map_.global(n, l) * count + at,
+                        m * sizeof(T), stream_of(o));
+      // r = [sender's local l][node n][m]: what this node sends to rank (n, my local rank)
+      local_->all_to_all(s, r, static_cast<std::size_t>(N) * m, o);
+      // s = [node n][sender's local l][m]: what goes to node n on this rail
+      for (int n = 0; n < N; ++n)
+        for (int l = 0; l < L; ++l)
+          P::copy_async(s + (static_cast<std::size_t>(n) * L + l) * m,
+                        r + (static_cast<std::size_t>(l) * N + n) * m, m * sizeof(T), stream_of(o));
+      // r = [sender's node n][sender's local l][m]
+      across(o, s, r, W * m * sizeof(T), W * m * sizeof(T),
+             [&](const void* a, void* b) { engine_->all_to_all(a, b, L * m * sizeof(T)); });
+      for (int n = 0; n < N; ++n)
+        for (int l = 0; l < L; ++l)
+          P::copy_async(out + map_.global(n, l) * count + at, r + (static_cast<std::size_t>(n) * L + l) * m,
+                        m * sizeof(T), stream_of(o));
+    }
+  }
+
 private:
   /// The engine's reduction for op: a sum for an average, divided by the world at the end.
   template <class Op>
@@ -281,6 +321,15 @@ private:
     return o.stream ? o.stream : local_->stream();
   }
 
+  /// The scratch holds a chunk of one element of every rank's block twice (all-to-all's two
+  /// arrangements), of the widest element type: every call can run in chunks that fit.
+  void check_scratch() const {
+    const std::size_t least = std::max<std::size_t>(256, 2 * static_cast<std::size_t>(map_.world) * 8);
+    if (scratch_bytes_ < least)
+      detail::throw_invalid("hierarchical_communicator", "scratch_bytes must be at least " +
+                                                             std::to_string(least) +
+                                                             " (256, and 16 bytes a rank)");
+  }
   /// [at, at + m) chunks of `count` elements, each m * row_bytes fitting the scratch.
   struct chunk {
     std::size_t at, m;

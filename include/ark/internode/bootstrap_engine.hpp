@@ -58,6 +58,14 @@ public:
     if (rank() == root) reduce_block(out, count, t, r, 0, bytes);
   }
 
+  void all_to_all(const void* in, void* out, std::size_t bytes) {
+    const std::size_t n = static_cast<std::size_t>(size());
+    gather(in, bytes * n); // every node's whole input: this node keeps block rank() of each
+    for (std::size_t j = 0; j < n && bytes; ++j)
+      std::memcpy(static_cast<std::byte*>(out) + j * bytes,
+                  all_.data() + (j * n + static_cast<std::size_t>(rank())) * bytes, bytes);
+  }
+
 private:
   /// Every rank's `bytes` at `in` (zeros for a null `in`) into all_, rank r's at r * bytes.
   void gather(const void* in, std::size_t bytes) {

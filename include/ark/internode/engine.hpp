@@ -13,6 +13,8 @@
 //                                             rank() * bytes
 //   e.broadcast(in, out, bytes, root)         out = root's in (root: in == out allowed)
 //   e.reduce(in, out, count, t, r, root)      root's out = in reduced (root: in == out allowed)
+//   e.all_to_all(in, out, bytes)              in, out: size() blocks of bytes; block n of in
+//                                             lands as block rank() of node n's out; not in place
 // t: the element type; r: the reduction (sum, prod, min, max; an average is a sum divided once,
 // at the end, by r.divide_by: the whole job's world, which the engine does not know).
 // Models: bootstrap_engine (any bootstrap: the reference, host memory), mpi_engine (MPI; include
@@ -47,6 +49,7 @@ concept internode_engine = requires(E& e, const void* in, void* out, std::size_t
   { e.all_gather(in, out, n) } -> std::same_as<void>;
   { e.broadcast(in, out, n, root) } -> std::same_as<void>;
   { e.reduce(in, out, n, t, r, root) } -> std::same_as<void>;
+  { e.all_to_all(in, out, n) } -> std::same_as<void>;
 };
 
 namespace detail {

@@ -406,27 +406,25 @@ public:
   }
   void add(int device, const std::string& id) {
     std::lock_guard<std::mutex> lock(m_);
-    ++n_[device][id];
+    ++n_[{device, id}];
   }
   void remove(int device, const std::string& id) {
     std::lock_guard<std::mutex> lock(m_);
-    auto& ids = n_[device];
-    if (--ids[id] == 0) ids.erase(id);
-    if (ids.empty()) n_.erase(device);
+    const auto it = n_.find({device, id});
+    if (it != n_.end() && --it->second == 0) n_.erase(it);
   }
   /// Whether ranks of one communicator share `device` here.
   bool shared(int device) {
     std::lock_guard<std::mutex> lock(m_);
-    const auto it = n_.find(device);
-    if (it == n_.end()) return false;
-    for (const auto& [id, n] : it->second)
-      if (n > 1) return true;
+    for (auto it = n_.lower_bound({device, std::string()}); it != n_.end() && it->first.first == device; ++it)
+      if (it->second > 1) return true;
     return false;
   }
 
 private:
   std::mutex m_;
-  std::map<int, std::map<std::string, int>> n_;
+  std::map<std::pair<int, std::string>, int> n_; // (device, id): one flat map (hipcc 15 crashes on
+                                                 // a map of maps)
 };
 
 /// ncclMemAlloc's allocations (the platform's device memory, which ark can register). Where ranks

@@ -504,7 +504,13 @@ static void check_rest(struct rank_state* s) {
     CUDA(cudaStreamSynchronize(s->stream)); /* before a pageable copy: see host_copy */
     CUDA(cudaMemcpyAsync(&one, d1, 4, cudaMemcpyDeviceToHost, s->stream));
     CUDA(cudaStreamSynchronize(s->stream));
-    CHECK(s, one == (s->world + (s->rank % 2 ? 0 : 1)) / 2, "split: %d ranks of color %d", one, s->rank % 2);
+    ncclResult_t half_async = ncclInternalError;
+    (void)ncclCommGetAsyncError(half_comm, &half_async);
+    CHECK(s, one == (s->world + (s->rank % 2 ? 0 : 1)) / 2,
+          "split: %d ranks of color %d (async error %d: %s)", one, s->rank % 2, (int)half_async,
+          ncclGetLastError(half_comm));
+    CHECK(s, half_async == ncclSuccess, "split: async error %d: %s", (int)half_async,
+          ncclGetLastError(half_comm));
     ncclCommDestroy(half_comm);
   }
   ncclResult_t async = ncclInternalError;

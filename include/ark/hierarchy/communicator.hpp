@@ -150,11 +150,7 @@ public:
     T* s = static_cast<T*>(static_cast<void*>(scratch_.ptr));
     for (const chunk& ch : chunks(count, W * sizeof(T))) {
       const std::size_t at = ch.at, m = ch.m; // not a structured binding: clang < 16 cannot capture one
-      // s = [local l][node n][m]: block (n, l)'s chunk; local rank l keeps column l
-      for (int l = 0; l < L; ++l)
-        for (int n = 0; n < N; ++n)
-          P::copy_async(s + (static_cast<std::size_t>(l) * N + n) * m, in + map_.global(n, l) * count + at,
-                        m * sizeof(T), stream_of(o));
+      by_rail(s, in, count, at, m, o);        // local rank l keeps column l
       T* column = s + static_cast<std::size_t>(map_.local_rank) * N * m;
       local_->reduce_scatter(s, column, N * m, lop, o);
       across(o, column, out + at, N * m * sizeof(T), m * sizeof(T),
@@ -180,10 +176,7 @@ public:
       across(o, in + at, column, m * sizeof(T), N * m * sizeof(T),
              [&](const void* a, void* b) { engine_->all_gather(a, b, m * sizeof(T)); });
       local_->all_gather(column, s, N * m, o); // s = [local l][node n][m]
-      for (int l = 0; l < L; ++l)
-        for (int n = 0; n < N; ++n)
-          P::copy_async(out + map_.global(n, l) * count + at, s + (static_cast<std::size_t>(l) * N + n) * m,
-                        m * sizeof(T), stream_of(o));
+      by_rank(out, s, count, at, m, false, o);
     }
   }
 
@@ -243,11 +236,7 @@ public:
     for (const chunk& ch : chunks(count, 2 * W * sizeof(T))) {
       const std::size_t at = ch.at, m = ch.m; // not a structured binding: clang < 16 cannot capture one
       T* r = s + W * m;
-      // s = [local l][node n][m]: the chunk of the block for rank (n, l)
-      for (int l = 0; l < L; ++l)
-        for (int n = 0; n < N; ++n)
-          P::copy_async(s + (static_cast<std::size_t>(l) * N + n) * m, in + map_.global(n, l) * count + at,
-                        m * sizeof(T), stream_of(o));
+      by_rail(s, in, count, at, m, o); // the chunks of the blocks for each rank (n, l)
       // r = [sender's local l][node n][m]: what this node sends to rank (n, my local rank)
       local_->all_to_all(s, r, static_cast<std::size_t>(N) * m, o);
       // s = [node n][sender's local l][m]: what goes to node n on this rail
@@ -258,10 +247,7 @@ public:
       // r = [sender's node n][sender's local l][m]
       across(o, s, r, W * m * sizeof(T), W * m * sizeof(T),
              [&](const void* a, void* b) { engine_->all_to_all(a, b, L * m * sizeof(T)); });
-      for (int n = 0; n < N; ++n)
-        for (int l = 0; l < L; ++l)
-          P::copy_async(out + map_.global(n, l) * count + at, r + (static_cast<std::size_t>(n) * L + l) * m,
-                        m * sizeof(T), stream_of(o));
+      by_rank(out, r, count, at, m, true, o);
     }
   }
 
@@ -329,6 +315,30 @@ private:
       detail::throw_invalid("hierarchical_communicator", "scratch_bytes must be at least " +
                                                              std::to_string(least) +
                                                              " (256, and 16 bytes a rank)");
+  }
+  /// s = [local l][node n][m]: the [at, at + m) chunk of rank (n, l)'s block of `count` in
+  /// `blocks` (world() blocks in rank order), sorted by rail.
+  template <class T>
+  void by_rail(T* s, const T* blocks, std::size_t count, std::size_t at, std::size_t m,
+               const call_options<P>& o) {
+    const int N = map_.nodes, L = map_.local_size;
+    for (int l = 0; l < L; ++l)
+      for (int n = 0; n < N; ++n)
+        P::copy_async(s + (static_cast<std::size_t>(l) * N + n) * m, blocks + map_.global(n, l) * count + at,
+                      m * sizeof(T), stream_of(o));
+  }
+  /// The reverse: each rank's chunk from s ([local l][node n][m], or [node n][local l][m] when
+  /// node_major) into its block of `blocks`.
+  template <class T>
+  void by_rank(T* blocks, const T* s, std::size_t count, std::size_t at, std::size_t m, bool node_major,
+               const call_options<P>& o) {
+    const int N = map_.nodes, L = map_.local_size;
+    for (int l = 0; l < L; ++l)
+      for (int n = 0; n < N; ++n) {
+        const std::size_t slot =
+            node_major ? static_cast<std::size_t>(n) * L + l : static_cast<std::size_t>(l) * N + n;
+        P::copy_async(blocks + map_.global(n, l) * count + at, s + slot * m, m * sizeof(T), stream_of(o));
+      }
   }
   /// [at, at + m) chunks of `count` elements, each m * row_bytes fitting the scratch.
   struct chunk {

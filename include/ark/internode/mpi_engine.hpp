@@ -121,8 +121,8 @@ public:
 
   void all_to_all(const void* in, void* out, std::size_t bytes) {
     const char* call = "mpi_engine::all_to_all";
-    start(call, bytes * static_cast<std::size_t>(size_));
     const std::size_t all = bytes * static_cast<std::size_t>(size_);
+    start(call, all);
     auto& b = next(all, all);
     std::memcpy(b.in.data(), in, all);
     check(MPI_Ialltoall(b.in.data(), as_int(bytes), MPI_BYTE, b.out.data(), as_int(bytes), MPI_BYTE, comm(),

@@ -29,7 +29,7 @@
 //                         [--registered] [--user-stream] [--slot BYTES] [--budget BYTES]
 //                         [--workers N] [--per-worker BYTES] [--ll-per-worker BYTES]
 //                         [--ce-min BYTES] [--ce-chunk BYTES] [--only VARIANT,...] [--ranks N]
-//                         [--op all_reduce|all_to_all|send_recv]
+//                         [--op all_reduce|all_to_all|send_recv] [--agg N]
 // clang-format on
 // --no-early: the communicators launch plainly, not early (communicator::config::early_launch);
 // --user-stream: every call on a stream the bench makes, as NCCL programs call, not on ark's own;
@@ -40,7 +40,9 @@
 // instead of the defaults (--slot: explicit slots, the region unbounded; --budget: automatic slots
 // in that many bytes); --per-worker, --ll-per-worker: tuning::bytes_per_worker and
 // ::ll_bytes_per_worker (a call's blocks); --ce-chunk: communicator::config::ce_chunk_bytes;
-// --only: these variants, and NCCL where it runs.
+// --only: these variants, and NCCL where it runs; --agg: in eager and graph modes, calls are made
+// N to a group (nccl-tests' -m: ncclGroupStart/End around them; ark's group_start/group_end,
+// which batches like collectives into one launch); times stay per call.
 #include "ark/ark.hpp"
 
 #include <algorithm>
@@ -99,6 +101,7 @@ struct options {
   int ranks = 0;                    // ranks, round-robin over the GPUs (--ranks; 0: one per GPU)
   bool nccl = true;                 // NCCL beside ark (when ranks share a GPU: where the library serves it)
   op_kind op = op_kind::all_reduce; // --op
+  int agg = 1;                      // calls a group in eager and graph modes (--agg)
   bool runs(variant v) const {
     return v == variant::nccl ? nccl : !only || (only >> static_cast<int>(v)) & 1u;
   }
@@ -408,9 +411,31 @@ private:
     gpu::copy(ops_.ptr, ops, sizeof ops);
   }
 
+  /// `calls` calls of variant v on the stream, --agg to a group.
+  void enqueue_calls(variant v, std::size_t n, int calls) {
+    for (int i = 0; i < calls; i += s_.opt.agg) {
+      const int k = std::min(s_.opt.agg, calls - i);
+      if (k > 1) group(v, true);
+      for (int j = 0; j < k; ++j) enqueue(v, n);
+      if (k > 1) group(v, false);
+    }
+  }
+  void group(variant v, bool start) {
+    if (v == variant::nccl) {
+#if defined(ARK_BENCH_NCCL)
+      if ((start ? ncclGroupStart() : ncclGroupEnd()) != ncclSuccess)
+        throw std::runtime_error("NCCL group failed");
+#endif
+    } else if (start) {
+      comm_->group_start();
+    } else {
+      comm_->group_end();
+    }
+  }
+
   void run_mode(variant v, mode m, std::size_t n, int iters, rt::graph_exec_t graph) {
     if (m == mode::eager)
-      for (int i = 0; i < iters; ++i) enqueue(v, n);
+      enqueue_calls(v, n, iters);
     else if (m == mode::graph)
       rt::check(rt::graph_launch(graph, stream_), "launch graph");
     else
@@ -424,7 +449,7 @@ private:
     rt::graph_exec_t exec{};
     if (m == mode::graph) { // capture the calls once; only replays are timed
       rt::check(rt::begin_capture(stream_), "capture");
-      for (int i = 0; i < iters; ++i) enqueue(v, n);
+      enqueue_calls(v, n, iters);
       rt::check(rt::end_capture(stream_, &g), "capture");
       rt::check(rt::graph_instantiate(&exec, g), "instantiate");
     }
@@ -523,6 +548,10 @@ void report(const shared_state& s, const std::string& command) {
 #endif
   std::printf("\n# command: %s\n", command.c_str());
   if (s.opt.user_stream) std::printf("# every call on a stream of the bench's, not the communicator's own\n");
+  if (s.opt.agg > 1)
+    std::printf("# eager and graph: %d calls a group (ark group_start/group_end, ncclGroupStart/End); "
+                "times per call\n",
+                s.opt.agg);
   std::printf("# ark scratch per rank: %.1f MiB (slots for %u workers of %zu KiB each; team_config)%s\n",
               static_cast<double>(s.memory.scratch) / (1 << 20), s.memory.workers, s.memory.slot_bytes >> 10,
               s.opt.registered ? "; buffers registered (ark_auto reads them in place from "
@@ -592,6 +621,8 @@ int main(int argc, char** argv) {
       opt.ce_chunk = parse_bytes(argv[++i]), command += std::string(" ") + argv[i];
     else if (a == "--only" && i + 1 < argc)
       only = argv[++i], command += std::string(" ") + argv[i];
+    else if (a == "--agg" && i + 1 < argc && std::atoi(argv[i + 1]) >= 1)
+      opt.agg = std::atoi(argv[++i]), command += std::string(" ") + argv[i];
     else if (a == "--ranks" && i + 1 < argc && std::atoi(argv[i + 1]) >= 1)
       opt.ranks = std::atoi(argv[++i]), command += std::string(" ") + argv[i];
     else if (a == "--op" && i + 1 < argc &&
@@ -607,7 +638,7 @@ int main(int argc, char** argv) {
                    "[--slot BYTES] "
                    "[--budget BYTES] [--workers N] [--per-worker BYTES] [--ll-per-worker BYTES] [--ce-min "
                    "BYTES] [--ce-chunk BYTES] "
-                   "[--only VARIANT,...] [--ranks N] [--op all_reduce|all_to_all|send_recv]\n",
+                   "[--only VARIANT,...] [--ranks N] [--op all_reduce|all_to_all|send_recv] [--agg N]\n",
                    argv[0]);
       return 64;
     }

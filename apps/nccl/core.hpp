@@ -9,8 +9,9 @@
 //   a second one of its own (splits, the real NCCL's id for forwarded calls).
 // - A group (ncclGroupStart/End) defers what it holds to its end: inits (run at once, a thread
 //   each when several, since each waits for its peers), then each communicator's operations, a
-//   bucket per (communicator, stream), its sends and receives in one ark group (one launch that
-//   cannot deadlock on their order), its collectives in call order. Where launches run the work
+//   bucket per (communicator, stream) in one ark group: its sends and receives in one launch
+//   that cannot deadlock on their order, its collectives in call order, like ones batched into
+//   one launch (communicator::group_start). Where launches run the work
 //   before returning (the host platform), buckets run a thread each, as ranks do.
 // - Every call returns at once with its work enqueued on the caller's stream; errors are NCCL's
 //   codes with a text that ncclGetLastError gives (this thread's last).
@@ -669,7 +670,6 @@ struct group {
   struct work {
     comm<P>* c;
     typename P::stream s;
-    bool p2p;
     std::string call;
     std::function<void(ark::communicator<P>&)> run;
   };
@@ -704,17 +704,12 @@ inline void run_together(std::vector<std::function<void()>>& jobs) {
     if (e) std::rethrow_exception(e);
 }
 
-/// Issues a bucket: one communicator's operations on one stream, the sends and receives in one
-/// ark group.
+/// Issues a bucket: one communicator's operations on one stream, in one ark group (its
+/// collectives batched, its sends and receives in one launch).
 template <device P>
 void issue(std::vector<typename group<P>::work*>& bucket) {
   auto& a = bucket.front()->c->ark(bucket.front()->call.c_str());
-  bool any_p2p = false;
-  for (auto* w : bucket) any_p2p = any_p2p || w->p2p;
-  if (!any_p2p) {
-    for (auto* w : bucket) w->run(a);
-    return;
-  }
+  if (bucket.size() == 1) return bucket.front()->run(a);
   a.group_start();
   try {
     for (auto* w : bucket) w->run(a);
@@ -786,12 +781,12 @@ result group_drop() {
 
 /// Runs an operation now, or at the end of the open group.
 template <device P, class F>
-result submit(const char* call, comm<P>* c, typename P::stream s, bool p2p, F&& run) {
+result submit(const char* call, comm<P>* c, typename P::stream s, F&& run) {
   auto& g = group<P>::mine();
   return guard(call, [&] {
     if (!c) fail(result::invalid_argument, call, "comm is NULL");
     if (g.depth > 0) {
-      g.ops.push_back({c, s, p2p, call, std::forward<F>(run)});
+      g.ops.push_back({c, s, call, std::forward<F>(run)});
       return;
     }
     launch_gate::inside launching;
@@ -974,7 +969,7 @@ result reduction(const char* call, comm<P>* c, data_type t, int op, typename P::
   });
   if (r != result::success) return r;
   log(2, [&] { return std::string(call) + " " + name_of(t) + " op " + std::to_string(op) + ": ark"; });
-  return submit<P>(call, c, s, false, [=](ark::communicator<P>& a) {
+  return submit<P>(call, c, s, [=](ark::communicator<P>& a) {
     ark::with_dtype(as, [&](auto e) { f(e, d, a, c->options(s)); });
   });
 }
@@ -982,11 +977,11 @@ result reduction(const char* call, comm<P>* c, data_type t, int op, typename P::
 /// A call that moves bytes: any type, as bytes (every rank passes the same type, so the same
 /// byte counts).
 template <device P, class F>
-result movement(const char* call, comm<P>* c, data_type t, typename P::stream s, bool p2p, F f) {
+result movement(const char* call, comm<P>* c, data_type t, typename P::stream s, F f) {
   const result r = guard(call, [&] { check_type(t, call); });
   if (r != result::success) return r;
   log(2, [&] { return std::string(call) + " " + name_of(t) + ": ark"; });
-  return submit<P>(call, c, s, p2p, [=](ark::communicator<P>& a) { f(a, c->options(s), size_of(t)); });
+  return submit<P>(call, c, s, [=](ark::communicator<P>& a) { f(a, c->options(s), size_of(t)); });
 }
 
 // collectives: reductions run in the data's ark type with a run-time op; the others move bytes
@@ -1022,24 +1017,22 @@ template <device P>
 result all_gather(const void* in, void* out, std::size_t count, data_type t, comm<P>* c,
                   typename P::stream s) {
   return movement(
-      "ncclAllGather", c, t, s, false, [=](ark::communicator<P>& a, const call_options<P>& o, std::size_t b) {
+      "ncclAllGather", c, t, s, [=](ark::communicator<P>& a, const call_options<P>& o, std::size_t b) {
         a.all_gather(static_cast<const std::uint8_t*>(in), static_cast<std::uint8_t*>(out), count * b, o);
       });
 }
 template <device P>
 result broadcast(const void* in, void* out, std::size_t count, data_type t, int root, comm<P>* c,
                  typename P::stream s, const char* call = "ncclBroadcast") {
-  return movement(call, c, t, s, false,
-                  [=](ark::communicator<P>& a, const call_options<P>& o, std::size_t b) {
-                    a.broadcast(static_cast<const std::uint8_t*>(in), static_cast<std::uint8_t*>(out),
-                                count * b, root, o);
-                  });
+  return movement(call, c, t, s, [=](ark::communicator<P>& a, const call_options<P>& o, std::size_t b) {
+    a.broadcast(static_cast<const std::uint8_t*>(in), static_cast<std::uint8_t*>(out), count * b, root, o);
+  });
 }
 template <device P>
 result all_to_all(const void* in, void* out, std::size_t count, data_type t, comm<P>* c,
                   typename P::stream s) {
   return movement(
-      "ncclAlltoAll", c, t, s, false, [=](ark::communicator<P>& a, const call_options<P>& o, std::size_t b) {
+      "ncclAlltoAll", c, t, s, [=](ark::communicator<P>& a, const call_options<P>& o, std::size_t b) {
         a.all_to_all(static_cast<const std::uint8_t*>(in), static_cast<std::uint8_t*>(out), count * b, o);
       });
 }
@@ -1047,7 +1040,7 @@ template <device P>
 result gather(const void* in, void* out, std::size_t count, data_type t, int root, comm<P>* c,
               typename P::stream s) {
   return movement(
-      "ncclGather", c, t, s, false, [=](ark::communicator<P>& a, const call_options<P>& o, std::size_t b) {
+      "ncclGather", c, t, s, [=](ark::communicator<P>& a, const call_options<P>& o, std::size_t b) {
         a.gather(static_cast<const std::uint8_t*>(in), static_cast<std::uint8_t*>(out), count * b, root, o);
       });
 }
@@ -1055,23 +1048,21 @@ template <device P>
 result scatter(const void* in, void* out, std::size_t count, data_type t, int root, comm<P>* c,
                typename P::stream s) {
   return movement(
-      "ncclScatter", c, t, s, false, [=](ark::communicator<P>& a, const call_options<P>& o, std::size_t b) {
+      "ncclScatter", c, t, s, [=](ark::communicator<P>& a, const call_options<P>& o, std::size_t b) {
         a.scatter(static_cast<const std::uint8_t*>(in), static_cast<std::uint8_t*>(out), count * b, root, o);
       });
 }
 template <device P>
 result send(const void* buf, std::size_t count, data_type t, int peer, comm<P>* c, typename P::stream s) {
-  return movement("ncclSend", c, t, s, true,
-                  [=](ark::communicator<P>& a, const call_options<P>& o, std::size_t b) {
-                    a.send(static_cast<const std::uint8_t*>(buf), count * b, peer, o);
-                  });
+  return movement("ncclSend", c, t, s, [=](ark::communicator<P>& a, const call_options<P>& o, std::size_t b) {
+    a.send(static_cast<const std::uint8_t*>(buf), count * b, peer, o);
+  });
 }
 template <device P>
 result recv(void* buf, std::size_t count, data_type t, int peer, comm<P>* c, typename P::stream s) {
-  return movement("ncclRecv", c, t, s, true,
-                  [=](ark::communicator<P>& a, const call_options<P>& o, std::size_t b) {
-                    a.recv(static_cast<std::uint8_t*>(buf), count * b, peer, o);
-                  });
+  return movement("ncclRecv", c, t, s, [=](ark::communicator<P>& a, const call_options<P>& o, std::size_t b) {
+    a.recv(static_cast<std::uint8_t*>(buf), count * b, peer, o);
+  });
 }
 
 // -- memory --------------------------------------------------------------------------------------

@@ -5,6 +5,8 @@
 // included), over every backend and depth at worlds 1-5; every dtype; calls back to back with
 // collectives; from the user's own kernel; bad input refused before anything runs; a send
 // without its receive a timeout, counts that differ a mismatch for the receiver, nothing stored.
+// Groups of collectives (communicator::group_start): batched one launch a batch, in call order,
+// before the group's sends and receives; batches break where calls differ.
 #include "../support/harness.hpp"
 
 #include <doctest/doctest.h>
@@ -314,5 +316,195 @@ TEST_CASE(
     }
     if (mode == 0) CHECK_FALSE(errs[1]);
     CHECK(touched[1] == 0);
+  }
+}
+
+namespace {
+
+/// One group of mixed calls on rank `rank` (round k): five all-reduces of assorted sizes (one
+/// empty, one in place), a reduce-scatter, two all-gathers, a broadcast, a reduce, a ring shift.
+/// Returns the wrong elements; `launches` gets the launches the group made.
+std::size_t mixed_group_wrong(comm_t& c, int rank, int k, std::uint64_t& launches) {
+  using i32 = std::int32_t;
+  const int world = c.world();
+  const auto w = static_cast<std::size_t>(world);
+  auto v = [&](int r, std::size_t i, int which) {
+    return static_cast<i32>((r + 1) * 1000 + i % 997 + which * 7 + k);
+  };
+  auto sum = [&](std::size_t i, int which) {
+    i32 s = 0;
+    for (int r = 0; r < world; ++r) s += v(r, i, which);
+    return s;
+  };
+  const std::size_t sizes[] = {1, 0, 7, 3001, 40000};
+  std::vector<std::vector<i32>> in(5), out(5);
+  for (int j = 0; j < 5; ++j) {
+    in[j].resize(sizes[j]);
+    out[j].assign(sizes[j] + guard, -1);
+    for (std::size_t i = 0; i < sizes[j]; ++i) in[j][i] = v(rank, i, j);
+  }
+  const std::size_t n = 333;
+  std::vector<i32> rs_in(n * w), rs_out(n + guard, -1), ag_out(n * w + guard, -1), ag2(n * w + guard, -1);
+  std::vector<i32> bc(n + guard, -1), red(n + guard, -1), shift_in(n), shift_out(n + guard, -1);
+  for (std::size_t i = 0; i < n * w; ++i) rs_in[i] = v(rank, i, 5);
+  for (std::size_t i = 0; i < n; ++i) ag2[rank * n + i] = v(rank, i, 6), shift_in[i] = v(rank, i, 9);
+  const int root = k % world, next = (rank + 1) % world, prev = (rank + world - 1) % world;
+  std::vector<i32> bc_in(n);
+  for (std::size_t i = 0; i < n; ++i) bc_in[i] = v(root, i, 7);
+
+  const std::uint64_t before = c.launches();
+  c.group_start();
+  c.send<ark::dma::thread_copy<2>>(shift_in.data(), n, next); // listed first, issued last
+  for (int j = 0; j < 5; ++j)
+    if (j == 2)
+      c.all_reduce(in[j].data(), in[j].data(), sizes[j]); // in place
+    else
+      c.all_reduce(in[j].data(), out[j].data(), sizes[j]);
+  c.reduce_scatter(rs_in.data(), rs_out.data(), n);
+  c.all_gather(in[0].data(), ag_out.data(), 1);
+  c.all_gather(ag2.data() + rank * n, ag2.data(), n); // in place
+  c.broadcast(bc_in.data(), bc.data(), n, root);
+  c.reduce(shift_in.data(), red.data(), n, root);
+  c.recv<ark::dma::thread_copy<2>>(shift_out.data(), n, prev);
+  c.group_end();
+  c.synchronize();
+  launches = c.launches() - before;
+
+  std::size_t bad = 0;
+  for (int j = 0; j < 5; ++j) {
+    const std::vector<i32>& got = j == 2 ? in[j] : out[j];
+    for (std::size_t i = 0; i < sizes[j]; ++i) bad += got[i] != sum(i, j);
+    if (j != 2)
+      for (std::size_t i = sizes[j]; i < out[j].size(); ++i) bad += out[j][i] != -1;
+  }
+  for (std::size_t i = 0; i < n; ++i) bad += rs_out[i] != sum(rank * n + i, 5);
+  for (int r = 0; r < world; ++r) bad += ag_out[r] != v(r, 0, 0);
+  for (std::size_t i = w; i < ag_out.size(); ++i) bad += ag_out[i] != -1;
+  for (int r = 0; r < world; ++r)
+    for (std::size_t i = 0; i < n; ++i) bad += ag2[r * n + i] != v(r, i, 6);
+  for (std::size_t i = 0; i < n; ++i) {
+    bad += bc[i] != v(root, i, 7);
+    bad += shift_out[i] != v(prev, i, 9);
+    if (rank == root) bad += red[i] != sum(i, 9);
+  }
+  for (std::size_t i = n; i < n + guard; ++i)
+    bad += rs_out[i] != -1 || bc[i] != -1 || shift_out[i] != -1 || red[i] != -1;
+  if (rank != root)
+    for (i32 x : red) bad += x != -1;
+  return bad;
+}
+
+/// A custom collective (one worker) that adds 1 to every element of `buf`, then waits for every rank.
+struct add_one {
+  std::int32_t* buf;
+  std::size_t n;
+  template <class Ctx>
+  bool operator()(const Ctx& ctx) const {
+    if (ctx.g.thread_rank() == 0)
+      for (std::size_t i = 0; i < n; ++i) ++buf[i];
+    ctx.g.sync();
+    return ctx.barrier();
+  }
+};
+
+} // namespace
+
+TEST_CASE("groups: a group's collectives run in batches, one launch a batch, before its sends and "
+          "receives; results exact, worlds 1-5") {
+  for (int world : {1, 2, 3, 5}) {
+    CAPTURE(world);
+    test_world w(world);
+    std::vector<std::size_t> bad(world, 0);
+    std::vector<std::uint64_t> launches(world, 0);
+    w.run([&](comm_t& c, int rank) {
+      for (int k = 0; k < 3; ++k) {
+        std::uint64_t l = 0;
+        bad[rank] += mixed_group_wrong(c, rank, k, l);
+        launches[rank] = std::max(launches[rank], l);
+      }
+    });
+    for (int r = 0; r < world; ++r) {
+      CHECK(bad[r] == 0);
+      // all-reduces, reduce-scatter, all-gathers, broadcast, reduce, the sends and receives
+      CHECK(launches[r] == 6);
+    }
+  }
+}
+
+TEST_CASE("groups: batches break at another dtype, op, backend or options, and hold at most "
+          "batch_max_calls; a launch() inside runs in call order") {
+  test_world w(3);
+  std::vector<std::size_t> bad(3, 0);
+  std::vector<std::vector<std::uint64_t>> launches(3);
+  w.run([&](comm_t& c, int rank) {
+    const unsigned most = ark::detail::batch_max_calls;
+    std::vector<std::vector<std::int32_t>> a(most + 3, std::vector<std::int32_t>(50, rank + 1));
+    std::vector<float> f(20, 1.5f);
+    auto mark = [&, before = c.launches()]() mutable {
+      launches[rank].push_back(c.launches() - before);
+      before = c.launches();
+    };
+    c.group_start();
+    for (auto& x : a) c.all_reduce(x.data(), x.data(), x.size()); // most + 3: two batches
+    c.group_end();
+    mark();
+    c.group_start();
+    c.all_reduce(a[0].data(), a[0].data(), 50);
+    c.all_reduce(f.data(), f.data(), f.size());                                          // another dtype
+    c.all_reduce(a[1].data(), a[1].data(), 50, ark::op::max{});                          // another op
+    c.all_reduce<ark::algo::ring, ark::dma::ll_packet<2>>(a[2].data(), a[2].data(), 50); // named
+    c.all_reduce<ark::algo::ring, ark::dma::ll_packet<2>>(a[3].data(), a[3].data(), 50);
+    ark::call_options<host> two;
+    two.workers = 2;
+    c.all_reduce(a[4].data(), a[4].data(), 50, ark::op::sum{}, two); // other options
+    c.launch(add_one{a[4].data(), 50});                              // after the all-reduce before it
+    c.all_reduce(a[4].data(), a[4].data(), 50);
+    c.group_end();
+    c.synchronize();
+    mark();
+    // sums over 3 ranks of (rank + 1) = 6; a[0..1] reduced twice (first group, then again)
+    for (std::size_t j = 5; j < a.size(); ++j)
+      for (auto x : a[j]) bad[rank] += x != 6;
+    for (auto x : a[0]) bad[rank] += x != 18;
+    for (auto x : a[1]) bad[rank] += x != 6;
+    for (int j : {2, 3})
+      for (auto x : a[j]) bad[rank] += x != 18;
+    for (auto x : a[4]) bad[rank] += x != 57; // (6 * 3 + 1) * 3: the launch ran between the two
+    for (float x : f) bad[rank] += x != 4.5f;
+  });
+  for (int r = 0; r < 3; ++r) {
+    CAPTURE(r);
+    CHECK(bad[r] == 0);
+    // 2 batches; then: sum, float, max, the named pair, the other options, launch, the last one
+    CHECK(launches[r] == std::vector<std::uint64_t>{2, 7});
+  }
+}
+
+TEST_CASE("groups: a refused collective stays out of the group, which still runs; outside a "
+          "group each collective is one launch") {
+  test_world w(2);
+  std::vector<std::size_t> bad(2, 0);
+  std::vector<std::string> msgs(2);
+  std::vector<std::uint64_t> launches(2);
+  w.run([&](comm_t& c, int rank) {
+    std::vector<std::int32_t> a(100, rank + 1), b(100, -1);
+    const std::int32_t* none = nullptr;
+    c.group_start();
+    c.all_reduce(a.data(), b.data(), 100);
+    msgs[rank] = message_of<ark::invalid_argument>([&] { c.all_reduce(none, b.data(), 100); });
+    c.all_reduce(a.data(), a.data(), 100);
+    c.group_end();
+    c.synchronize();
+    for (std::size_t i = 0; i < 100; ++i) bad[rank] += a[i] != 3 || b[i] != 3;
+    const auto before = c.launches();
+    c.all_reduce(a.data(), b.data(), 100);
+    c.all_reduce(a.data(), b.data(), 100);
+    c.synchronize();
+    launches[rank] = c.launches() - before;
+  });
+  for (int r = 0; r < 2; ++r) {
+    CHECK(bad[r] == 0);
+    CHECK(contains(msgs[r], "send buffer is null"));
+    CHECK(launches[r] == 2);
   }
 }

@@ -142,6 +142,60 @@ TEST_CASE("gpu: 1000 calls of random size, algorithm and backend, enqueued back 
   for (int r = 0; r < world; ++r) CHECK(bad[r] == 0);
 }
 
+TEST_CASE("gpu: 1000 calls in groups of 1 to 40, each group's like calls one launch; a captured group "
+          "replayed" *
+          needs_gpus(1)) {
+  const int world = gpu_ranks();
+  basic_world<gpu> w(world, gpu_small_config());
+  std::vector<std::size_t> bad(world, 0), replay_bad(world, 0);
+  std::vector<std::uint64_t> extra(world, 0);
+  w.run([&](gpu_comm& c, int rank) {
+    std::mt19937_64 rng(5); // the same sequence on every rank
+    const int calls = 1000;
+    // mostly small (LL one-shot), now and then up to 40000 (a batch runs its largest's choice)
+    const sliced_calls sc(
+        calls, [&](int) { return static_cast<std::size_t>(rng() % 8 ? rng() % 600 : rng() % 40000); });
+    dbuf<i32> d(sc.offset.back(), rank), g(3 * 1024, rank);
+    sc.upload(d, rank);
+    g.upload(std::vector<i32>(3 * 1024, 1));
+    const std::uint64_t before = c.launches();
+    std::uint64_t groups = 0;
+    for (int k = 0; k < calls; ++groups) {
+      const int size = 1 + static_cast<int>(rng() % 40);
+      c.group_start();
+      for (int j = 0; j < size && k < calls; ++j, ++k)
+        c.all_reduce(sc.slice(d, k), sc.slice(d, k), sc.count[k]);
+      c.group_end();
+    }
+    c.synchronize();
+    extra[rank] = c.launches() - before - groups; // 0 when every group was one launch
+    bad[rank] = sc.wrong(d, world);
+    // a group of three captured once: each replay sums in place again, so twice makes world^2
+    rt::graph_t graph;
+    rt::graph_exec_t exec;
+    const auto s = c.stream();
+    rt::check(rt::begin_capture(s), "begin capture");
+    c.group_start();
+    for (int j = 0; j < 3; ++j) c.all_reduce(g.get() + j * 1024, g.get() + j * 1024, 1000 + j * 7);
+    c.group_end();
+    rt::check(rt::end_capture(s, &graph), "end capture");
+    rt::check(rt::graph_instantiate(&exec, graph), "instantiate");
+    for (int replay = 0; replay < 2; ++replay) rt::check(rt::graph_launch(exec, s), "launch graph");
+    c.synchronize();
+    const auto got = g.download();
+    for (int j = 0; j < 3; ++j)
+      for (int i = 0; i < 1024; ++i)
+        replay_bad[rank] += got[j * 1024 + i] != (i < 1000 + j * 7 ? world * world : 1);
+    rt::check(rt::graph_exec_destroy(exec), "graph");
+    rt::check(rt::graph_destroy(graph), "graph");
+  });
+  for (int r = 0; r < world; ++r) {
+    CHECK(bad[r] == 0);
+    CHECK(extra[r] == 0);
+    CHECK(replay_bad[r] == 0);
+  }
+}
+
 TEST_CASE("gpu: ranks as threads call freely, each waiting for its own stream after every call (an NCCL "
           "program's pattern: all-reduce, reduce-scatter, in-place reduce)" *
           needs_gpus(1)) {

@@ -455,6 +455,63 @@ static void check_rest(struct rank_state* s) {
     }
   free(h);
   CHECK(s, ncclRedOpDestroy(op, s->comm) == ncclSuccess, "RedOpDestroy");
+  /* one communicator's collectives in one group, as PyTorch coalesces them (ark batches like calls
+   * into one launch): all-reduces of 1, 1000 and 65537 floats (the middle one in place), an
+   * all-gather, and a ring shift listed between them */
+  {
+    const size_t counts[3] = {1, 1000, 65537};
+    float *ar_in[3], *ar_out[3];
+    for (int k = 0; k < 3; ++k) {
+      ar_in[k] = dev_filled(s, ncclFloat32, counts[k], s->rank, 0);
+      ar_out[k] = k == 1 ? ar_in[k] : dev_poisoned(s, counts[k] * 4);
+    }
+    const size_t g = 300;
+    const int W = s->world, next = (s->rank + 1) % W, prev = (s->rank + W - 1) % W;
+    float* ag_in = dev_filled(s, ncclFloat32, g, s->rank, 0);
+    float* ag_out = dev_poisoned(s, g * W * 4);
+    float* shift = dev_poisoned(s, g * 4);
+    CHECK(s, ncclGroupStart() == ncclSuccess, "GroupStart");
+    for (int k = 0; k < 3; ++k) {
+      CHECK(s,
+            ncclAllReduce(ar_in[k], ar_out[k], counts[k], ncclFloat32, ncclSum, s->comm, s->stream) ==
+                ncclSuccess,
+            "grouped AllReduce %d: %s", k, ncclGetLastError(s->comm));
+      if (k == 1) {
+        CHECK(s, ncclSend(ag_in, g, ncclFloat32, next, s->comm, s->stream) == ncclSuccess, "grouped Send");
+        CHECK(s, ncclRecv(shift, g, ncclFloat32, prev, s->comm, s->stream) == ncclSuccess, "grouped Recv");
+      }
+    }
+    CHECK(s, ncclAllGather(ag_in, ag_out, g, ncclFloat32, s->comm, s->stream) == ncclSuccess,
+          "grouped AllGather: %s", ncclGetLastError(s->comm));
+    CHECK(s, ncclGroupEnd() == ncclSuccess, "GroupEnd of one communicator's collectives: %s",
+          ncclGetLastError(s->comm));
+    for (int k = 0; k < 3; ++k) {
+      h = host_copy(s, ar_out[k], counts[k] * 4);
+      for (size_t i = 0; i < counts[k]; ++i)
+        if (!close_to(get(ncclFloat32, h, i), reduced(ncclSum, ncclFloat32, W, i), ncclFloat32)) {
+          CHECK(s, 0, "grouped AllReduce %d: element %zu is %g, expected %g", k, i, get(ncclFloat32, h, i),
+                reduced(ncclSum, ncclFloat32, W, i));
+          break;
+        }
+      free(h);
+    }
+    h = host_copy(s, ag_out, g * W * 4);
+    for (int p = 0; p < W; ++p)
+      for (size_t i = 0; i < g; ++i)
+        if (get(ncclFloat32, h, p * g + i) != value(p, i)) {
+          CHECK(s, 0, "grouped AllGather: block %d element %zu wrong", p, i);
+          p = W;
+          break;
+        }
+    free(h);
+    h = host_copy(s, shift, g * 4);
+    for (size_t i = 0; i < g; ++i)
+      if (get(ncclFloat32, h, i) != value(prev, i)) {
+        CHECK(s, 0, "grouped Send/Recv: element %zu wrong", i);
+        break;
+      }
+    free(h);
+  }
   /* graph capture: an in-place all-reduce captured once, replayed on fresh inputs */
   cudaGraph_t graph;
   cudaGraphExec_t exec;

@@ -259,6 +259,46 @@ TEST_CASE("nccl: a group of sends and receives in any order cannot deadlock (rin
   }
 }
 
+TEST_CASE("nccl: one communicator's collectives in a group (coalesced) run batched, in call order, one "
+          "launch a kind") {
+  for (int world : {1, 2, 3}) {
+    CAPTURE(world);
+    on_ranks(world, [world](int r, ncomm* c) {
+      const data_type t = data_type::bf16;
+      const std::size_t counts[] = {1, 300, 4099};
+      std::vector<std::vector<std::byte>> in(3), out(3);
+      auto gathered = poisoned(data_type::i32, 40 * world), shifted = poisoned(data_type::i32, 40);
+      const auto mine = filled(data_type::i32, r, 40);
+      const int next = (r + 1) % world, prev = (r + world - 1) % world;
+      const std::uint64_t before = c->ark("test").launches();
+      REQUIRE(nc::group_start<host>() == result::success);
+      for (int k = 0; k < 3; ++k) {
+        in[k] = filled(t, r, counts[k]);
+        out[k] = poisoned(t, counts[k]);
+        // the last with another op: still the same batch (an op at run time travels with its call)
+        REQUIRE(nc::all_reduce<host>(in[k].data(), out[k].data(), counts[k], t, k == 2 ? max : sum, c,
+                                     nullptr) == result::success);
+        if (k == 0)
+          REQUIRE(nc::recv<host>(shifted.data(), 40, data_type::i32, prev, c, nullptr) == result::success);
+      }
+      REQUIRE(nc::all_gather<host>(mine.data(), gathered.data(), 40, data_type::i32, c, nullptr) ==
+              result::success);
+      REQUIRE(nc::send<host>(mine.data(), 40, data_type::i32, next, c, nullptr) == result::success);
+      CHECK(out[0] == poisoned(t, counts[0])); // deferred to the group's end
+      REQUIRE_MESSAGE(nc::group_end<host>() == result::success, nc::last_error_text());
+      // the all-reduces (one batch), the all-gather, the send and receive
+      CHECK(c->ark("test").launches() - before == 3);
+      for (int k = 0; k < 3; ++k)
+        for (std::size_t i = 0; i < counts[k]; ++i)
+          REQUIRE(get(t, out[k].data(), i) == reduced(k == 2 ? max : sum, t, world, i));
+      for (int p = 0; p < world; ++p)
+        for (std::size_t i = 0; i < 40; ++i)
+          REQUIRE(get(data_type::i32, gathered.data(), p * 40 + i) == value(p, i));
+      for (std::size_t i = 0; i < 40; ++i) REQUIRE(get(data_type::i32, shifted.data(), i) == value(prev, i));
+    });
+  }
+}
+
 TEST_CASE("nccl: one thread drives every rank (ncclCommInitAll, grouped inits and calls)") {
   for (int world : {2, 3}) {
     CAPTURE(world);

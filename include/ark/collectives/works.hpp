@@ -1,6 +1,7 @@
 // ark/collectives/works.hpp: what a communicator launches. Each work is run by every worker of
 // a launch (P::launch calls it once per thread, with the thread's scope): a collective through
-// device_comm, a user's custom collective, and the barrier of a communicator's end.
+// device_comm, a batch of them (a group's), a user's custom collective, and the barrier of a
+// communicator's end.
 #pragma once
 
 #include "ark/collectives/device_comm.hpp"
@@ -51,6 +52,47 @@ struct collective_work {
   template <class G>
   ARK_HD void operator()(G& g, const prepared& p) const {
     comm.template run<K, A, B>(g, p.worker, p.workers, in, out, p.count, p.root, op);
+  }
+};
+
+/// One collective of a batch: its buffers, count, root and op, and the workers its own plan
+/// gives it (a launch's blocks past them skip it).
+template <class T, class Op>
+struct batch_entry {
+  const T* in;
+  T* out;
+  std::size_t count;
+  int root;
+  unsigned workers;
+  Op op;
+};
+
+/// The most collectives one batch holds: they travel in the kernel's parameters, which every
+/// thread reads in place (like p2p_ops).
+inline constexpr unsigned batch_max_calls = 32;
+
+template <class T, class Op>
+struct collective_batch {
+  batch_entry<T, Op> call[batch_max_calls];
+  unsigned n = 0;
+};
+
+/// Collectives of one kind, element type, op type, algorithm and backend, run in order by the
+/// workers of one launch (a communicator's group): each through device_comm as a call of its
+/// own, by the workers of its plan. A worker stops at its first failure: its later calls would
+/// refuse anyway (a failed call marks its worker), and its peers' time out.
+template <device P, collective K, class A, class B, class T, class Op>
+struct batch_work {
+  device_comm<P> comm;
+  collective_batch<T, Op> batch;
+  template <class G>
+  ARK_HD void operator()(G& g, unsigned worker, unsigned) const {
+    for (unsigned i = 0; i < batch.n; ++i) {
+      const batch_entry<T, Op>& c = batch.call[i];
+      if (worker < c.workers &&
+          !comm.template run<K, A, B>(g, worker, c.workers, c.in, c.out, c.count, c.root, c.op))
+        return;
+    }
   }
 };
 

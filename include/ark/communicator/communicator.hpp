@@ -13,8 +13,10 @@
 #include "ark/communicator/ce_protocol.hpp"
 #include "ark/communicator/engines.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -105,6 +107,9 @@ public:
   /// too (their grids are yours).
   unsigned block_cap() const { return rt_.block_cap(); }
   typename P::stream stream() const { return rt_.own_stream(); }
+  /// How many launches this rank's calls made so far: kernels (a group's batch is one), and
+  /// copy-engine calls one each.
+  std::uint64_t launches() const { return rt_.launches(); }
   device_comm<P> device_handle() const { return rt_.device_handle(); }
 
   // -- collectives --------------------------------------------------------------------------------
@@ -116,7 +121,7 @@ public:
     detail::check_buffer("all_reduce", "recv buffer", out, count);
     detail::check_overlap("all_reduce", in, count, out, count, in == out);
     if constexpr (std::is_same_v<B, dma::copy_engine>)
-      ce_.all_reduce(rt_, reg_, "all_reduce", in, out, count, op, o);
+      ce_now().all_reduce(rt_, reg_, "all_reduce", in, out, count, op, o);
     else
       run<collective::all_reduce, A, B>("all_reduce", in, out, count, 0, op, o);
   }
@@ -143,8 +148,8 @@ public:
     detail::check_buffer("all_gather", "recv buffer", out, count * world());
     detail::check_overlap("all_gather", in, count, out, count * world(), in == out + rank() * count);
     if (o.max_ctas == 0 || std::is_same_v<B, dma::copy_engine>)
-      return ce_.template gather<collective::all_gather>(rt_, reg_, "all_gather", in, out, count,
-                                                         count * world(), 0, in != out + rank() * count, o);
+      return ce_now().template gather<collective::all_gather>(
+          rt_, reg_, "all_gather", in, out, count, count * world(), 0, in != out + rank() * count, o);
     if constexpr (!std::is_same_v<B, dma::copy_engine>)
       run<collective::all_gather, A, B>("all_gather", in, out, count, 0, op::sum{}, o);
   }
@@ -158,8 +163,8 @@ public:
     detail::check_buffer("broadcast", "recv buffer", out, count);
     if (rank() == root) detail::check_overlap("broadcast", in, count, out, count, in == out);
     if (o.max_ctas == 0 || std::is_same_v<B, dma::copy_engine>)
-      return ce_.template gather<collective::broadcast>(rt_, reg_, "broadcast", in, out, count, count, root,
-                                                        rank() == root && in != out, o);
+      return ce_now().template gather<collective::broadcast>(rt_, reg_, "broadcast", in, out, count, count,
+                                                             root, rank() == root && in != out, o);
     if constexpr (!std::is_same_v<B, dma::copy_engine>)
       run<collective::broadcast, algo::direct, B>("broadcast", in, out, count, root, op::sum{}, o);
   }
@@ -189,8 +194,8 @@ public:
     detail::check_buffer("all_to_all", "recv buffer", out, count * world());
     detail::check_overlap("all_to_all", in, count * world(), out, count * world(), false);
     if (o.max_ctas == 0 || std::is_same_v<B, dma::copy_engine>)
-      return ce_.template gather<collective::all_to_all>(rt_, reg_, "all_to_all", in, out, count,
-                                                         count * world(), 0, true, o);
+      return ce_now().template gather<collective::all_to_all>(rt_, reg_, "all_to_all", in, out, count,
+                                                              count * world(), 0, true, o);
     if constexpr (!std::is_same_v<B, dma::copy_engine>)
       run<collective::all_to_all, algo::direct, B>("all_to_all", in, out, count, 0, op::sum{}, o);
   }
@@ -208,8 +213,9 @@ public:
       detail::check_overlap("gather", in, count, out, count * world(), in == out + rank() * count);
     }
     if (ce)
-      return ce_.template gather<collective::gather>(rt_, reg_, "gather", in, out, count, count * world(),
-                                                     root, rank() == root && in != out + root * count, o);
+      return ce_now().template gather<collective::gather>(rt_, reg_, "gather", in, out, count,
+                                                          count * world(), root,
+                                                          rank() == root && in != out + root * count, o);
     if constexpr (!std::is_same_v<B, dma::copy_engine>)
       run<collective::gather, algo::direct, B>("gather", in, out, count, root, op::sum{}, o);
   }
@@ -226,8 +232,8 @@ public:
     }
     detail::check_buffer("scatter", "recv buffer", out, count);
     if (o.max_ctas == 0 || std::is_same_v<B, dma::copy_engine>)
-      return ce_.template gather<collective::scatter>(rt_, reg_, "scatter", in, out, count, count, root,
-                                                      rank() == root && out != in + root * count, o);
+      return ce_now().template gather<collective::scatter>(rt_, reg_, "scatter", in, out, count, count, root,
+                                                           rank() == root && out != in + root * count, o);
     if constexpr (!std::is_same_v<B, dma::copy_engine>)
       run<collective::scatter, algo::direct, B>("scatter", in, out, count, root, op::sum{}, o);
   }
@@ -252,20 +258,26 @@ public:
     detail::check_buffer("recv", "buffer", buf, count);
     add_p2p<B>("recv", make_p2p_op<T>(p2p_op::recv, buf, count, peer), o);
   }
-  /// Opens a group (NCCL's ncclGroupStart): the sends and receives made until the matching
+  /// Opens a group (NCCL's ncclGroupStart). The sends and receives made until the matching
   /// group_end() are issued together, as one launch (two over the automatic backend when both
   /// small and large operations are in it: issue_p2p_by_size), and cannot deadlock on their order: each
   /// rank lists its own in any order (the pairs' sends and receives in the same order), e.g. a
-  /// send to and a receive from the same peer, a ring shift, all pairs. Groups nest; the
-  /// outermost group_end() issues. Collectives called inside a group run at once.
+  /// send to and a receive from the same peer, a ring shift, all pairs. The collectives made in
+  /// it are batched: consecutive calls of one collective, element type, op type, algorithm and
+  /// backend choice (as named), with the same options, run in one launch (up to
+  /// detail::batch_max_calls a launch; see launch_batch), in call order, before the sends and
+  /// receives. Every rank makes its collectives in the same order, as outside a group. A call
+  /// that cannot be batched (the copy engine's, a zero-copy one, launch()) runs at once, after
+  /// the batches before it. Arguments are checked at each call; nothing is issued until the
+  /// outermost group_end(). Groups nest.
   void group_start() { ++group_depth_; }
-  /// Closes a group; the outermost issues its operations (on the operations' stream).
+  /// Closes a group; the outermost issues its operations (each on its stream).
   void group_end() {
     if (group_depth_ == 0) detail::throw_invalid("group_end", "no group_start() is open");
     if (--group_depth_ > 0) return;
     pending p = std::exchange(pending_, pending{});
-    if (p.ops.empty()) return;
-    p.issue(*this, p);
+    issue_batches();
+    if (!p.ops.empty()) p.issue(*this, p);
   }
 
   /// All-to-all with counts of its own per pair: send_counts[p] elements at in + send_offsets[p]
@@ -300,7 +312,7 @@ public:
         recv<B>(out + recv_offsets[p], recv_counts[p], p, o);
       }
     } catch (...) { // nothing of this call is issued (in an outer group, what it added stays)
-      if (--group_depth_ == 0) pending_ = pending{};
+      if (--group_depth_ == 0) pending_ = pending{}, batches_.clear();
       throw;
     }
     group_end();
@@ -325,6 +337,7 @@ public:
       detail::throw_invalid("launch", "workers " + std::to_string(workers) + " exceeds max_ctas " +
                                           std::to_string(o.max_ctas));
     detail::check_backend<B>(rt_.lay(), "launch");
+    issue_batches();
     const auto turn = rt_.join_previous(o);
     engines_.template enqueue<B>(rt_, turn.s, launch_shape{workers, rt_.cfg().tuning.threads},
                                  detail::custom_work<P, B, F>{rt_.call_handle(o), f});
@@ -556,9 +569,14 @@ private:
                   "ark: Op is not a reduction operator for T (see ark/concepts/reduce_op.hpp)");
     rt_.check_usable(call);
     if constexpr (reads_in_place<K, A, B>)
-      if (const auto v = zero_copy_views<K, A, B>(call, in, out, count, o); v.use)
+      if (const auto v = zero_copy_views<K, A, B>(call, in, out, count, o); v.use) {
+        issue_batches();
         return run_zero_copy<K, A, B>(call, v, out, count, op, o);
+      }
     const call_plan cp = plan<K, A, B, T>(count, o);
+    if constexpr (batchable<Op>)
+      if (group_depth_ > 0) return add_to_batch<K, A, B>(in, out, count, root, op, o);
+    issue_batches();
     const launch_shape shape{cp.ctas, rt_.cfg().tuning.threads};
     const device_comm<P> handle = rt_.call_handle(o);
     const auto turn = rt_.join_previous(o);
@@ -582,6 +600,78 @@ private:
       }
       engines_.template enqueue<B1>(
           rt_, turn.s, shape, detail::collective_work<P, K, A1, B1, T, Op>{handle, in, out, count, root, op});
+      return true;
+    });
+    rt_.mark_call(turn);
+    rt_.after_launch(call);
+  }
+
+  // -- batches (collectives in a group) ----------------------------------------------------------
+  /// A group's collectives, waiting for its end: a batch per run of like calls.
+  struct deferred {
+    virtual ~deferred() = default;
+    virtual void issue(communicator&) = 0;
+  };
+  template <collective K, class A, class B, class T, class Op>
+  struct batch final : deferred {
+    call_options<P> opts;
+    detail::collective_batch<T, Op> calls;
+    explicit batch(const call_options<P>& o) : opts(o) {}
+    void issue(communicator& c) override { c.launch_batch<K, A, B>(opts, calls); }
+  };
+  /// An op a batch can carry in a kernel's parameters.
+  template <class Op>
+  static constexpr bool batchable = std::is_default_constructible_v<Op>&& std::is_trivially_copyable_v<Op>;
+
+  /// Adds a checked call to the open group: to the last batch if it is of the same kind and
+  /// options and has room, else to a new one.
+  template <collective K, class A, class B, class T, class Op>
+  void add_to_batch(const T* in, T* out, std::size_t count, int root, const Op& op,
+                    const call_options<P>& o) {
+    using batch_t = batch<K, A, B, T, Op>;
+    auto* b = batches_.empty() ? nullptr : dynamic_cast<batch_t*>(batches_.back().get());
+    if (!b || b->calls.n == detail::batch_max_calls || b->opts.stream != o.stream ||
+        b->opts.workers != o.workers || b->opts.max_ctas != o.max_ctas || b->opts.timeout != o.timeout) {
+      batches_.push_back(std::make_unique<batch_t>(o));
+      b = static_cast<batch_t*>(batches_.back().get());
+    }
+    b->calls.call[b->calls.n++] = {in, out, count, root, 0, op};
+  }
+
+  /// Issues the open group's batches so far, in order.
+  void issue_batches() {
+    if (batches_.empty()) return;
+    for (auto& b : std::exchange(batches_, {})) b->issue(*this);
+  }
+
+  /// The copy-engine protocol, once the batches before the call are issued (calls keep their order).
+  ce_protocol<P>& ce_now() {
+    issue_batches();
+    return ce_;
+  }
+
+  /// Launches a batch as one kernel: the algorithm and backend are chosen (where automatic) for
+  /// its largest call, so that one kernel runs them all; each call runs with the workers its own
+  /// plan gives under that choice, so that a small call takes no more blocks than alone.
+  template <collective K, class A, class B, class T, class Op>
+  void launch_batch(const call_options<P>& o, detail::collective_batch<T, Op> calls) {
+    const char* call = "group_end";
+    std::size_t most = 0;
+    for (unsigned i = 0; i < calls.n; ++i) most = std::max(most, calls.call[i].count);
+    const device_comm<P> handle = rt_.call_handle(o);
+    const auto turn = rt_.join_previous(o);
+    ark::with_choice<K, A, B>(select(K, most * sizeof(T), world(), rt_.cfg().tuning), [&](auto a, auto b) {
+      using A1 = decltype(a);
+      using B1 = decltype(b);
+      detail::check_backend<B1>(rt_.lay(), call);
+      unsigned ctas = 1;
+      for (unsigned i = 0; i < calls.n; ++i) {
+        auto& c = calls.call[i];
+        c.workers = detail::plan_call<K, A1, B1, T>(rt_, c.count, o).ctas;
+        ctas = std::max(ctas, c.workers);
+      }
+      engines_.template enqueue<B1>(rt_, turn.s, launch_shape{ctas, rt_.cfg().tuning.threads},
+                                    detail::batch_work<P, K, A1, B1, T, Op>{handle, calls});
       return true;
     });
     rt_.mark_call(turn);
@@ -674,9 +764,10 @@ private:
   registry<P> reg_;
   ce_protocol<P> ce_;
   engine_servers<P> engines_;
-  unsigned group_depth_ = 0; ///< group_start()s not yet closed
-  bool quiet_ = false;       ///< close() ran and every rank arrived in it
-  pending pending_;          ///< the open group's operations
+  unsigned group_depth_ = 0;                       ///< group_start()s not yet closed
+  bool quiet_ = false;                             ///< close() ran and every rank arrived in it
+  pending pending_;                                ///< the open group's sends and receives
+  std::vector<std::unique_ptr<deferred>> batches_; ///< the open group's collectives
 };
 
 } // namespace ark

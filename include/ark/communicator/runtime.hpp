@@ -181,7 +181,9 @@ public:
     }
     return t;
   }
+  std::uint64_t launches() const { return launches_; }
   void mark_call(const turn& t) {
+    ++launches_;
     if constexpr (async_device<P>) {
       prev_ = {t.s, !t.captured};
       if (prev_.recorded && t.s != stream_) P::record(order_, t.s);
@@ -379,6 +381,7 @@ private:
     stream s{};
     bool recorded = false;           // order_ holds the call's end, or will (its stream is ours)
   } prev_;                           ///< the previous call's stream (join_previous)
+  std::uint64_t launches_ = 0;       ///< calls marked (mark_call)
   std::atomic<bool> aborted_{false}; // abort() may come from any thread
   bool closed_ = false;
   unsigned block_cap_ = 0;

@@ -2,7 +2,8 @@
 // how ranks learn their nodes; every collective, element type and op against the reference, out
 // of place and in place, at odd counts, in chunks through a small scratch, over layouts whose ranks
 // are and are not numbered node by node, one node, one rank a node; refusals on every rank before
-// anything moves; a rank that never comes is a timeout on every rank, not a hang.
+// anything moves; a rank that never comes is a timeout on every rank, not a hang; a stream
+// engine (NCCL's model) gets the buffers and the call's stream.
 #include "ark/ark.hpp"
 
 #include "collective_checks.hpp"
@@ -149,6 +150,72 @@ TEST_CASE(
       CHECK(shape_ok[r] == 1);
       CHECK(bad[r] == 0);
     }
+  }
+}
+
+namespace {
+/// The bootstrap engine as a stream engine (NCCL's model: the buffers themselves, the call's
+/// stream): the hierarchical communicator's path for such engines, on the host platform. It
+/// counts the calls whose stream was not the one expected.
+struct on_stream_engine {
+  ark::bootstrap_engine e;
+  host::stream expected{};
+  std::size_t wrong_stream = 0, calls = 0;
+  template <ark::bootstrap Boot>
+  explicit on_stream_engine(Boot b) : e(std::move(b)) {}
+  int rank() { return e.rank(); }
+  int size() { return e.size(); }
+  void seen(host::stream s) { ++calls, wrong_stream += s != expected; }
+  void all_reduce(const void* in, void* out, std::size_t n, ark::dtype t, ark::engine_reduction r,
+                  host::stream s) {
+    seen(s), e.all_reduce(in, out, n, t, r);
+  }
+  void reduce_scatter(const void* in, void* out, std::size_t n, ark::dtype t, ark::engine_reduction r,
+                      host::stream s) {
+    seen(s), e.reduce_scatter(in, out, n, t, r);
+  }
+  void all_gather(const void* in, void* out, std::size_t bytes, host::stream s) {
+    seen(s), e.all_gather(in, out, bytes);
+  }
+  void broadcast(const void* in, void* out, std::size_t bytes, int root, host::stream s) {
+    seen(s), e.broadcast(in, out, bytes, root);
+  }
+  void reduce(const void* in, void* out, std::size_t n, ark::dtype t, ark::engine_reduction r, int root,
+              host::stream s) {
+    seen(s), e.reduce(in, out, n, t, r, root);
+  }
+  void all_to_all(const void* in, void* out, std::size_t bytes, host::stream s) {
+    seen(s), e.all_to_all(in, out, bytes);
+  }
+};
+static_assert(ark::stream_engine<on_stream_engine, host> && !ark::internode_engine<on_stream_engine>);
+} // namespace
+
+TEST_CASE("hierarchy: a stream engine gets the buffers themselves and the call's stream; every collective") {
+  using scomm = ark::hierarchical_communicator<host, on_stream_engine>;
+  std::vector<std::size_t> bad(6, 0), wrong_stream(6, 0), calls(6, 0);
+  const auto errors = run_threads(6, [&](ark::in_process_bootstrap b, int r) {
+    scomm::config cfg;
+    cfg.nodes.name = "n" + std::to_string(r % 3); // 3 nodes x 2, interleaved
+    cfg.nodes.ranks_per_node = 0;
+    cfg.scratch_bytes = 512;
+    cfg.local.timeout = std::chrono::seconds(20);
+    scomm c(std::move(b), cfg);
+    c.engine()->expected = c.local().stream();
+    for (const std::size_t count : {std::size_t{1}, std::size_t{77}}) {
+      bad[r] += check_collectives<float, ark::op::sum>(c, count, 21 + count, 5);
+      bad[r] += check_collectives<float, ark::op::avg>(c, count, 22 + count, 0);
+      bad[r] += check_collectives<std::int32_t, ark::op::max>(c, count, 23 + count, 2);
+    }
+    wrong_stream[r] = c.engine()->wrong_stream;
+    calls[r] = c.engine()->calls;
+  });
+  for (int r = 0; r < 6; ++r) {
+    CAPTURE(r);
+    CHECK(errors[r] == "");
+    CHECK(bad[r] == 0);
+    CHECK(calls[r] > 0);
+    CHECK(wrong_stream[r] == 0);
   }
 }
 

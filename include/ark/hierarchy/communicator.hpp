@@ -32,9 +32,10 @@
 // and all-to-all go through `scratch_bytes` of scratch, in chunks that fit it; the steps of a chunk run
 // one after the other (the engine's time is not yet overlapped with the node's steps).
 //
-// Memory: the engine takes host memory. On a GPU each engine step synchronizes the call's stream
-// and stages the rail's share through host memory; on the host platform the engine reads the
-// buffers themselves.
+// Memory: an internode_engine takes host memory: on a GPU each engine step synchronizes the
+// call's stream and stages the rail's share through host memory; on the host platform the engine
+// reads the buffers themselves. A stream_engine (NCCL's) gets the buffers themselves and the
+// call's stream: nothing is staged and nothing waits on the host.
 #pragma once
 
 #include "ark/communicator/communicator.hpp"
@@ -51,7 +52,8 @@
 
 namespace ark {
 
-template <device P, internode_engine E>
+template <device P, class E>
+requires internode_engine<E> || stream_engine<E, P>
 class hierarchical_communicator {
 public:
   struct config {
@@ -121,15 +123,17 @@ public:
     if (c > 0) {
       T* shard = out + map_.local_rank * c;
       if (L > 1) local_->reduce_scatter(in, shard, c, lop, o);
-      across(o, L > 1 ? shard : in, shard, c * sizeof(T), c * sizeof(T),
-             [&](const void* a, void* b) { engine_->all_reduce(a, b, c, dtype_of<T>, r); });
+      across(
+          o, L > 1 ? shard : in, shard, c * sizeof(T), c * sizeof(T),
+          [&](const void* a, void* b, auto... st) { engine_->all_reduce(a, b, c, dtype_of<T>, r, st...); });
       if (L > 1) local_->all_gather(shard, out, c, o);
     }
     if (done < count) { // fewer than L elements: reduced in the node, then by every rail alike
       const std::size_t n = count - done;
       local_->all_reduce(in + done, out + done, n, lop, o);
-      across(o, out + done, out + done, n * sizeof(T), n * sizeof(T),
-             [&](const void* a, void* b) { engine_->all_reduce(a, b, n, dtype_of<T>, r); });
+      across(
+          o, out + done, out + done, n * sizeof(T), n * sizeof(T),
+          [&](const void* a, void* b, auto... st) { engine_->all_reduce(a, b, n, dtype_of<T>, r, st...); });
     }
   }
 
@@ -145,7 +149,9 @@ public:
     const int N = map_.nodes, L = map_.local_size;
     if (L == 1) // nodes in rank order, one rank each: the engine alone
       return across(o, in, out, count * W * sizeof(T), count * sizeof(T),
-                    [&](const void* a, void* b) { engine_->reduce_scatter(a, b, count, dtype_of<T>, r); });
+                    [&](const void* a, void* b, auto... st) {
+                      engine_->reduce_scatter(a, b, count, dtype_of<T>, r, st...);
+                    });
     const auto lop = local_op(op);
     T* s = static_cast<T*>(static_cast<void*>(scratch_.ptr));
     for (const chunk& ch : chunks(count, W * sizeof(T))) {
@@ -153,8 +159,9 @@ public:
       by_rail(s, in, count, at, m, o);        // local rank l keeps column l
       T* column = s + static_cast<std::size_t>(map_.local_rank) * N * m;
       local_->reduce_scatter(s, column, N * m, lop, o);
-      across(o, column, out + at, N * m * sizeof(T), m * sizeof(T),
-             [&](const void* a, void* b) { engine_->reduce_scatter(a, b, m, dtype_of<T>, r); });
+      across(o, column, out + at, N * m * sizeof(T), m * sizeof(T), [&](const void* a, void* b, auto... st) {
+        engine_->reduce_scatter(a, b, m, dtype_of<T>, r, st...);
+      });
     }
   }
 
@@ -167,14 +174,15 @@ public:
     if (map_.nodes == 1) return local_->all_gather(in, out, count, o);
     const int N = map_.nodes, L = map_.local_size;
     if (L == 1)
-      return across(o, in, out, count * sizeof(T), count * W * sizeof(T),
-                    [&](const void* a, void* b) { engine_->all_gather(a, b, count * sizeof(T)); });
+      return across(
+          o, in, out, count * sizeof(T), count * W * sizeof(T),
+          [&](const void* a, void* b, auto... st) { engine_->all_gather(a, b, count * sizeof(T), st...); });
     T* s = static_cast<T*>(static_cast<void*>(scratch_.ptr));
     for (const chunk& ch : chunks(count, W * sizeof(T))) {
       const std::size_t at = ch.at, m = ch.m; // not a structured binding: clang < 16 cannot capture one
       T* column = s + static_cast<std::size_t>(map_.local_rank) * N * m; // [node n][m] of this rail
       across(o, in + at, column, m * sizeof(T), N * m * sizeof(T),
-             [&](const void* a, void* b) { engine_->all_gather(a, b, m * sizeof(T)); });
+             [&](const void* a, void* b, auto... st) { engine_->all_gather(a, b, m * sizeof(T), st...); });
       local_->all_gather(column, s, N * m, o); // s = [local l][node n][m]
       by_rank(out, s, count, at, m, false, o);
     }
@@ -191,7 +199,9 @@ public:
     const bool mine = rank() == root;
     if (map_.local_rank == root_local)
       across(o, mine ? in : out, out, count * sizeof(T), count * sizeof(T),
-             [&](const void* a, void* b) { engine_->broadcast(a, b, count * sizeof(T), root_node); });
+             [&](const void* a, void* b, auto... st) {
+               engine_->broadcast(a, b, count * sizeof(T), root_node, st...);
+             });
     if (map_.local_size > 1) local_->broadcast(out, out, count, root_local, o);
   }
 
@@ -215,7 +225,9 @@ public:
         P::copy_async(s, in + at, m * sizeof(T), stream_of(o));
       if (map_.local_rank == root_local)
         across(o, s, rank() == root ? out + at : s, m * sizeof(T), rank() == root ? m * sizeof(T) : 0,
-               [&](const void* a, void* b) { engine_->reduce(a, b, m, dtype_of<T>, r, root_node); });
+               [&](const void* a, void* b, auto... st) {
+                 engine_->reduce(a, b, m, dtype_of<T>, r, root_node, st...);
+               });
     }
   }
 
@@ -230,8 +242,9 @@ public:
     const int N = map_.nodes, L = map_.local_size;
     if (count == 0) return;
     if (L == 1) // nodes in rank order, one rank each: the engine alone
-      return across(o, in, out, count * W * sizeof(T), count * W * sizeof(T),
-                    [&](const void* a, void* b) { engine_->all_to_all(a, b, count * sizeof(T)); });
+      return across(
+          o, in, out, count * W * sizeof(T), count * W * sizeof(T),
+          [&](const void* a, void* b, auto... st) { engine_->all_to_all(a, b, count * sizeof(T), st...); });
     T* s = static_cast<T*>(static_cast<void*>(scratch_.ptr));
     for (const chunk& ch : chunks(count, 2 * W * sizeof(T))) {
       const std::size_t at = ch.at, m = ch.m; // not a structured binding: clang < 16 cannot capture one
@@ -245,8 +258,9 @@ public:
           P::copy_async(s + (static_cast<std::size_t>(n) * L + l) * m,
                         r + (static_cast<std::size_t>(l) * N + n) * m, m * sizeof(T), stream_of(o));
       // r = [sender's node n][sender's local l][m]
-      across(o, s, r, W * m * sizeof(T), W * m * sizeof(T),
-             [&](const void* a, void* b) { engine_->all_to_all(a, b, L * m * sizeof(T)); });
+      across(o, s, r, W * m * sizeof(T), W * m * sizeof(T), [&](const void* a, void* b, auto... st) {
+        engine_->all_to_all(a, b, L * m * sizeof(T), st...);
+      });
       by_rank(out, r, count, at, m, true, o);
     }
   }
@@ -288,12 +302,16 @@ private:
       return op;
   }
 
-  /// An engine step on `in_bytes` at `in` into `out_bytes` at `out`: the buffers themselves where
-  /// launches are synchronous (host memory), else staged through host memory after the stream.
+  /// An engine step on `in_bytes` at `in` into `out_bytes` at `out`: step(in, out, stream...) with
+  /// the buffers themselves and the call's stream for a stream engine; else the buffers
+  /// themselves where launches are synchronous (host memory), or staged through host memory after
+  /// the stream.
   template <class F>
   void across(const call_options<P>& o, const void* in, void* out, std::size_t in_bytes,
               std::size_t out_bytes, F&& step) {
-    if constexpr (P::synchronous_launch) {
+    if constexpr (stream_engine<E, P>) {
+      step(in, out, stream_of(o));
+    } else if constexpr (P::synchronous_launch) {
       step(in, out);
     } else {
       P::synchronize(stream_of(o));

@@ -19,6 +19,12 @@
 // at the end, by r.divide_by: the whole job's world, which the engine does not know).
 // Models: bootstrap_engine (any bootstrap: the reference, host memory), mpi_engine (MPI; include
 // ark/internode/mpi_engine.hpp yourself). A user's engine is a third model of the same concept.
+//
+// A stream_engine<E, P> has the same collectives on the platform's memory (a GPU's), each with
+// one more argument, a stream of P, on which it enqueues the call and returns at once: ark's
+// calls before and after it on that stream order it, with no host wait and no staging. Its bound
+// on a call that never ends is its own to keep (it aborts the call, so the stream moves on).
+// Model: nccl_engine (NCCL or RCCL; include ark/internode/nccl_engine.hpp yourself).
 #pragma once
 
 #include "ark/core/dtype.hpp"
@@ -50,6 +56,20 @@ concept internode_engine = requires(E& e, const void* in, void* out, std::size_t
   { e.broadcast(in, out, n, root) } -> std::same_as<void>;
   { e.reduce(in, out, n, t, r, root) } -> std::same_as<void>;
   { e.all_to_all(in, out, n) } -> std::same_as<void>;
+};
+
+/// An engine that enqueues on streams of platform P (see the top of this file).
+template <class E, class P>
+concept stream_engine = requires(E& e, const void* in, void* out, std::size_t n, dtype t, engine_reduction r,
+                                 int root, typename P::stream s) {
+  { e.rank() } -> std::same_as<int>;
+  { e.size() } -> std::same_as<int>;
+  { e.all_reduce(in, out, n, t, r, s) } -> std::same_as<void>;
+  { e.reduce_scatter(in, out, n, t, r, s) } -> std::same_as<void>;
+  { e.all_gather(in, out, n, s) } -> std::same_as<void>;
+  { e.broadcast(in, out, n, root, s) } -> std::same_as<void>;
+  { e.reduce(in, out, n, t, r, root, s) } -> std::same_as<void>;
+  { e.all_to_all(in, out, n, s) } -> std::same_as<void>;
 };
 
 namespace detail {

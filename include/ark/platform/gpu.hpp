@@ -323,6 +323,13 @@ public:
   static void wait_for(stream s, event e) {
     detail::rt::check(detail::rt::stream_wait_event(s, e), "order streams");
   }
+  /// Whether the work before `e`'s last record has ended (an event never recorded has).
+  static bool reached(event e) {
+    const auto rc = detail::rt::event_query(e);
+    if (rc == detail::rt::not_ready) return false;
+    detail::rt::check(rc, "query event");
+    return true;
+  }
   /// Makes `device` the calling thread's current GPU (a thread that serves a rank: its proxy).
   static void use_device(int device) { detail::rt::check(detail::rt::set_device(device), "set device"); }
   /// The calling thread's current GPU.

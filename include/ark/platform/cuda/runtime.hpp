@@ -178,6 +178,8 @@ inline error_t stream_wait_event(stream_t s, event_t e) { return cudaStreamWaitE
 inline error_t event_destroy(event_t e) { return cudaEventDestroy(e); }
 inline error_t event_record(event_t e, stream_t s) { return cudaEventRecord(e, s); }
 inline error_t event_synchronize(event_t e) { return cudaEventSynchronize(e); }
+inline constexpr error_t not_ready = cudaErrorNotReady;
+inline error_t event_query(event_t e) { return cudaEventQuery(e); }
 inline error_t event_elapsed_ms(float* ms, event_t a, event_t b) { return cudaEventElapsedTime(ms, a, b); }
 inline error_t multiprocessor_count(int* n, int device) {
   return cudaDeviceGetAttribute(n, cudaDevAttrMultiProcessorCount, device);

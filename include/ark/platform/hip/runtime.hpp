@@ -134,6 +134,8 @@ inline error_t stream_wait_event(stream_t s, event_t e) { return hipStreamWaitEv
 inline error_t event_destroy(event_t e) { return hipEventDestroy(e); }
 inline error_t event_record(event_t e, stream_t s) { return hipEventRecord(e, s); }
 inline error_t event_synchronize(event_t e) { return hipEventSynchronize(e); }
+inline constexpr error_t not_ready = hipErrorNotReady;
+inline error_t event_query(event_t e) { return hipEventQuery(e); }
 inline error_t event_elapsed_ms(float* ms, event_t a, event_t b) { return hipEventElapsedTime(ms, a, b); }
 inline error_t multiprocessor_count(int* n, int device) {
   return hipDeviceGetAttribute(n, hipDeviceAttributeMultiprocessorCount, device);

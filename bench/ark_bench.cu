@@ -30,6 +30,7 @@
 //                         [--workers N] [--per-worker BYTES] [--ll-per-worker BYTES]
 //                         [--ce-min BYTES] [--ce-chunk BYTES] [--only VARIANT,...] [--ranks N]
 //                         [--op all_reduce|all_to_all|send_recv] [--agg N]
+//                         [--nodes N [--engine bootstrap|nccl]]
 // clang-format on
 // --no-early: the communicators launch plainly, not early (communicator::config::early_launch);
 // --user-stream: every call on a stream the bench makes, as NCCL programs call, not on ark's own;
@@ -43,6 +44,11 @@
 // --only: these variants, and NCCL where it runs; --agg: in eager and graph modes, calls are made
 // N to a group (nccl-tests' -m: ncclGroupStart/End around them; ark's group_start/group_end,
 // which batches like collectives into one launch); times stay per call.
+// --nodes N: the hierarchical all-reduce instead (hierarchy/communicator.hpp), the ranks in N nodes
+// of world / N (rank r in node r / (world / N); a node a GPU, round-robin), its rails over
+// --engine (bootstrap: the reference engine, host memory, staged; nccl: NCCL on the GPUs'
+// memory, which needs every node on a GPU of its own); each size also times the engine alone on
+// the rail's share (size / (world / N)), so the columns say what ark's node-local steps add.
 #include "ark/ark.hpp"
 
 #include <algorithm>
@@ -59,6 +65,8 @@
 #include <vector>
 
 #if defined(ARK_COMPILER_CUDA)
+#include "ark/internode/nccl_engine.hpp"
+
 #include <dlfcn.h>
 #include <nccl.h>
 #define ARK_BENCH_NCCL 1
@@ -102,6 +110,8 @@ struct options {
   bool nccl = true;                 // NCCL beside ark (when ranks share a GPU: where the library serves it)
   op_kind op = op_kind::all_reduce; // --op
   int agg = 1;                      // calls a group in eager and graph modes (--agg)
+  int nodes = 0;                    // --nodes: the hierarchical all-reduce over this many nodes
+  std::string engine = "bootstrap"; // --engine: between the nodes
   bool runs(variant v) const {
     return v == variant::nccl ? nccl : !only || (only >> static_cast<int>(v)) & 1u;
   }
@@ -516,6 +526,153 @@ private:
   std::vector<float> got_;
 };
 
+// -- --nodes: the hierarchical all-reduce -------------------------------------------------------
+struct node_result {
+  std::size_t bytes;
+  double us, engine_us; ///< the hierarchical all-reduce; the engine alone on the rail's share
+  std::size_t wrong;
+};
+
+/// Rank `rank` of the hierarchical all-reduce over engines E (made by make(rail bootstrap,
+/// device)): for each size, three timed loops of the all-reduce and three of the engine alone on
+/// the rail's share (its memory: the GPU's for a stream engine, the host's else), each ending
+/// synchronized on the host; the medians go to *results (rank 0).
+template <class E, class Make>
+void run_nodes_rank(const options& opt, int world, int rank,
+                    const std::shared_ptr<ark::in_process_group>& group, std::barrier<>& sync, Make make,
+                    std::vector<node_result>* results) {
+  using hcomm = ark::hierarchical_communicator<gpu, E>;
+  const int L = world / opt.nodes, device = (rank / L) % gpu::device_count();
+  gpu::use_device(device);
+  const std::size_t most = opt.max_bytes / sizeof(float);
+  // streams and memory before the communicator (docs/guide.md, "Ranks that share a GPU")
+  const gpu::stream s = gpu::create_stream(device);
+  gpu::memory in = gpu::allocate(most * sizeof(float) + 64, device);
+  gpu::memory out = gpu::allocate(most * sizeof(float) + 64, device);
+  std::vector<float> host(most), got(most), h_in(most / L + 1), h_out(most / L + 1);
+  auto value = [](std::size_t i, int r) {
+    return static_cast<float>((i + 3 * static_cast<std::size_t>(r)) % 7);
+  };
+  for (std::size_t i = 0; i < most; ++i) host[i] = value(i, rank);
+  gpu::copy(in.ptr, host.data(), most * sizeof(float));
+  {
+    typename hcomm::config cfg;
+    cfg.local.device = device;
+    cfg.local.early_launch = opt.early_launch;
+    cfg.nodes.name = "node" + std::to_string(rank / L);
+    cfg.nodes.ranks_per_node = 0;
+    hcomm c(
+        ark::in_process_bootstrap(group, rank), [&](auto rail) { return make(std::move(rail), device); },
+        cfg);
+    ark::call_options<gpu> o;
+    o.stream = s;
+    float* const x = reinterpret_cast<float*>(in.ptr);
+    float* const y = reinterpret_cast<float*>(out.ptr);
+    for (std::size_t bytes = opt.min_bytes; bytes <= opt.max_bytes; bytes *= 2) {
+      const std::size_t n = bytes / sizeof(float), shard = std::max<std::size_t>(1, n / L);
+      const int iters = std::min(iterations(bytes, opt.quick), 100);
+      auto timed = [&](auto&& one) { // the median of three loops, every rank starting together
+        double us[3];
+        one();
+        rt::check(rt::stream_synchronize(s), "synchronize");
+        for (double& t : us) {
+          sync.arrive_and_wait();
+          const auto t0 = std::chrono::steady_clock::now();
+          for (int i = 0; i < iters; ++i) one();
+          rt::check(rt::stream_synchronize(s), "synchronize");
+          t = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() /
+              iters;
+        }
+        std::sort(us, us + 3);
+        return us[1];
+      };
+      rt::check(rt::memset_async(y, 0xff, bytes, s), "poison");
+      const double us = timed([&] { c.all_reduce(x, y, n, ark::op::sum{}, o); });
+      gpu::copy(got.data(), y, n * sizeof(float));
+      std::size_t wrong = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        float want = 0;
+        for (int r = 0; r < world; ++r) want += value(i, r);
+        wrong += got[i] != want;
+      }
+      double engine_us = 0;
+      if (E* e = c.engine()) {
+        if constexpr (ark::stream_engine<E, gpu>)
+          engine_us = timed([&] { e->all_reduce(x, y, shard, ark::dtype::f32, {}, s); });
+        else
+          engine_us = timed([&] { e->all_reduce(h_in.data(), h_out.data(), shard, ark::dtype::f32, {}); });
+      }
+      if (rank == 0) results->push_back({bytes, us, engine_us, wrong});
+      sync.arrive_and_wait();
+    }
+    c.local().synchronize();
+  }
+  gpu::release(in);
+  gpu::release(out);
+  gpu::destroy_stream(s);
+}
+
+/// Runs --nodes on `world` ranks as threads and prints its table; returns the exit code.
+int run_nodes(const options& opt, int world, const std::string& command) {
+  if (opt.nodes < 1 || world % opt.nodes)
+    return std::fprintf(stderr, "ark_bench: --nodes %d does not divide the %d ranks\n", opt.nodes, world), 64;
+  auto group = std::make_shared<ark::in_process_group>(world);
+  std::barrier<> sync(world);
+  std::vector<node_result> results;
+  std::vector<std::string> errors(world);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < world; ++r)
+    ranks.emplace_back([&, r] {
+      try {
+        if (opt.engine == "nccl") {
+#if defined(ARK_BENCH_NCCL)
+          run_nodes_rank<ark::nccl_engine>(
+              opt, world, r, group, sync,
+              [](auto rail, int d) { return ark::nccl_engine(std::move(rail), d); }, &results);
+#else
+          throw std::runtime_error("--engine nccl: this ark_bench was built without NCCL");
+#endif
+        } else {
+          run_nodes_rank<ark::bootstrap_engine>(
+              opt, world, r, group, sync,
+              [](auto rail, int) { return ark::bootstrap_engine(std::move(rail)); }, &results);
+        }
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+        sync.arrive_and_drop(); // the others go on (and fail on their own bounds)
+      }
+    });
+  for (auto& t : ranks) t.join();
+  for (int r = 0; r < world; ++r)
+    if (!errors[r].empty()) return std::fprintf(stderr, "rank %d: %s\n", r, errors[r].c_str()), 1;
+  char date[64];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S UTC", std::gmtime(&now));
+  const int L = world / opt.nodes;
+  std::printf("# ark_bench --nodes: hierarchical all-reduce, float sum, %d nodes x %d ranks on %d x %s, "
+              "engine %s\n# date %s; driver API %d\n# command: %s\n",
+              opt.nodes, L, gpu::device_count(), rt::device_name(0).c_str(), opt.engine.c_str(), date,
+              rt::driver_version(), command.c_str());
+  std::printf("# busbw = algbw * 2(n-1)/n over all %d ranks; engine: the engine alone on the rail's share "
+              "(size / %d); ark: what the node's steps and staging add, (time - engine) / engine\n",
+              world, L);
+  std::printf("%12s %11s %10s %9s %9s %6s %12s %8s\n", "size(B)", "count", "time(us)", "algbw", "busbw",
+              "#wrong", "engine(us)", "ark(%)");
+  std::ofstream csv(opt.csv);
+  csv << "bytes,count,time_us,algbw_gbs,busbw_gbs,wrong,engine_us,ark_pct\n";
+  for (const node_result& r : results) {
+    const double algbw = static_cast<double>(r.bytes) / r.us / 1e3, busbw = algbw * 2.0 * (world - 1) / world;
+    const double ark_pct = r.engine_us > 0 ? 100.0 * (r.us - r.engine_us) / r.engine_us : 0;
+    std::printf("%12zu %11zu %10.2f %9.2f %9.2f %6zu %12.2f %8.1f\n", r.bytes, r.bytes / 4, r.us, algbw,
+                busbw, r.wrong, r.engine_us, ark_pct);
+    csv << r.bytes << ',' << r.bytes / 4 << ',' << r.us << ',' << algbw << ',' << busbw << ',' << r.wrong
+        << ',' << r.engine_us << ',' << ark_pct << '\n';
+  }
+  for (const node_result& r : results)
+    if (r.wrong) return 2;
+  return 0;
+}
+
 std::size_t parse_bytes(const char* s) {
   char* end = nullptr;
   double v = std::strtod(s, &end);
@@ -621,6 +778,11 @@ int main(int argc, char** argv) {
       opt.ce_chunk = parse_bytes(argv[++i]), command += std::string(" ") + argv[i];
     else if (a == "--only" && i + 1 < argc)
       only = argv[++i], command += std::string(" ") + argv[i];
+    else if (a == "--nodes" && i + 1 < argc && std::atoi(argv[i + 1]) >= 1)
+      opt.nodes = std::atoi(argv[++i]), command += std::string(" ") + argv[i];
+    else if (a == "--engine" && i + 1 < argc &&
+             (std::string(argv[i + 1]) == "bootstrap" || std::string(argv[i + 1]) == "nccl"))
+      opt.engine = argv[++i], command += std::string(" ") + argv[i];
     else if (a == "--agg" && i + 1 < argc && std::atoi(argv[i + 1]) >= 1)
       opt.agg = std::atoi(argv[++i]), command += std::string(" ") + argv[i];
     else if (a == "--ranks" && i + 1 < argc && std::atoi(argv[i + 1]) >= 1)
@@ -638,7 +800,8 @@ int main(int argc, char** argv) {
                    "[--slot BYTES] "
                    "[--budget BYTES] [--workers N] [--per-worker BYTES] [--ll-per-worker BYTES] [--ce-min "
                    "BYTES] [--ce-chunk BYTES] "
-                   "[--only VARIANT,...] [--ranks N] [--op all_reduce|all_to_all|send_recv] [--agg N]\n",
+                   "[--only VARIANT,...] [--ranks N] [--op all_reduce|all_to_all|send_recv] [--agg N] "
+                   "[--nodes N [--engine bootstrap|nccl]]\n",
                    argv[0]);
       return 64;
     }
@@ -664,6 +827,7 @@ int main(int argc, char** argv) {
   }
   const int world = opt.ranks > 0 ? opt.ranks : gpus;
   ::setenv("NCCL_NVLS_ENABLE", "0", 1); // NVLink multicast stays off on shared machines
+  if (opt.nodes) return run_nodes(opt, world, command);
 #if defined(ARK_BENCH_NCCL)
   std::vector<ncclComm_t> nccl(world);
   {

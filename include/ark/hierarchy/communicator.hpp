@@ -30,12 +30,14 @@
 // A sum or an average crosses nodes as a sum; an average is divided once, at the end, by the
 // job's world (as one communicator over every rank divides). Reduce-scatter, all-gather, reduce
 // and all-to-all go through `scratch_bytes` of scratch, in chunks that fit it; the steps of a chunk run
-// one after the other (the engine's time is not yet overlapped with the node's steps).
+// one after the other. On a GPU over an engine on host memory, the all-reduce runs in chunks
+// (scratch_bytes / 4 a rank each) through pinned staging, pipelined: the next chunk's node-local
+// reduce-scatter and copy to the host run on the GPU while the engine works on this one.
 //
-// Memory: an internode_engine takes host memory: on a GPU each engine step synchronizes the
-// call's stream and stages the rail's share through host memory; on the host platform the engine
-// reads the buffers themselves. A stream_engine (NCCL's) gets the buffers themselves and the
-// call's stream: nothing is staged and nothing waits on the host.
+// Memory: an internode_engine takes host memory: on a GPU each engine step waits for the call's
+// stream and stages the rail's share through host memory (the all-reduce: pinned, pipelined); on the host
+// platform the engine reads the buffers themselves. A stream_engine (NCCL's) gets the buffers themselves and
+// the call's stream: nothing is staged and nothing waits on the host.
 #pragma once
 
 #include "ark/communicator/communicator.hpp"
@@ -72,6 +74,7 @@ public:
     local_.emplace(boot.split(map_.node, map_.local_rank), cfg.local);
     if (map_.nodes > 1) engine_.emplace(make_engine(boot.split(map_.local_rank, map_.node)));
     scratch_ = P::allocate(cfg.scratch_bytes, cfg.local.device);
+    make_staging(cfg.local.device);
   }
   template <splittable_bootstrap Boot>
   requires std::is_constructible_v<E, Boot>
@@ -95,12 +98,17 @@ public:
     local_.emplace(std::move(local), cfg.local);
     if (map_.nodes > 1) engine_ = std::move(engine);
     scratch_ = P::allocate(cfg.scratch_bytes, cfg.local.device);
+    make_staging(cfg.local.device);
   }
 
   hierarchical_communicator(const hierarchical_communicator&) = delete;
   hierarchical_communicator& operator=(const hierarchical_communicator&) = delete;
   ~hierarchical_communicator() {
     if (scratch_.ptr) P::release(scratch_);
+    if constexpr (staged) {
+      P::release_pinned(stage_);
+      if (stage_) P::destroy_event(events_[0]), P::destroy_event(events_[1]);
+    }
   }
 
   int rank() const { return map_.rank; }
@@ -119,7 +127,13 @@ public:
     check_buffers(call, count, in, count, out, count, in == out);
     const auto lop = local_op(op);
     if (map_.nodes == 1) return local_->all_reduce(in, out, count, op, o);
-    const std::size_t L = static_cast<std::size_t>(map_.local_size), c = count / L, done = c * L;
+    const std::size_t L = static_cast<std::size_t>(map_.local_size), done = count / L * L;
+    std::size_t c = count / L;
+    if constexpr (staged)
+      if (c > 0 && L > 1) {
+        pipelined_all_reduce(in, out, c, r, lop, o);
+        c = 0; // served
+      }
     if (c > 0) {
       T* shard = out + map_.local_rank * c;
       if (L > 1) local_->reduce_scatter(in, shard, c, lop, o);
@@ -266,6 +280,53 @@ public:
   }
 
 private:
+  /// The all-reduce of the first c * L elements where the engine takes host memory and launches
+  /// are asynchronous (a GPU): in chunks of m elements a rank, each an all-reduce of its own
+  /// (local reduce-scatter of m * L, the engine on the rank's m through pinned staging, local
+  /// all-gather), pipelined: the chunk after next's reduce-scatter and its copy to the host are
+  /// enqueued before the host runs the engine on this chunk, so the GPU's node-local steps and
+  /// copies run while the engine does. Two staging slots alternate; a slot's host buffers are
+  /// reused only after the host saw a later copy on the stream end, so after their own.
+  template <element T, class LocalOp>
+  void pipelined_all_reduce(const T* in, T* out, std::size_t c, engine_reduction r, const LocalOp& lop,
+                            const call_options<P>& o) {
+    const std::size_t L = static_cast<std::size_t>(map_.local_size),
+                      me = static_cast<std::size_t>(map_.local_rank);
+    const std::size_t m = std::max<std::size_t>(1, scratch_bytes_ / 4 / sizeof(T)); // a slot's in or out
+    const std::size_t k = (c + m - 1) / m;
+    const auto st = stream_of(o);
+    auto len = [&](std::size_t j) { return std::min(m, c - j * m); };
+    auto host = [&](std::size_t j, int which) { return static_cast<T*>(stage_) + (2 * (j % 2) + which) * m; };
+    auto shard = [&](std::size_t j) { return out + j * m * L + me * len(j); };
+    auto first_half = [&](std::size_t j) { // the chunk's reduce-scatter and its copy to the host
+      local_->reduce_scatter(in + j * m * L, shard(j), len(j), lop, o);
+      P::copy_async(host(j, 0), shard(j), len(j) * sizeof(T), st);
+      P::record(events_[j % 2], st);
+    };
+    first_half(0);
+    for (std::size_t j = 0; j < k; ++j) {
+      if (j + 1 < k) first_half(j + 1);
+      P::synchronize(events_[j % 2]);
+      engine_->all_reduce(host(j, 0), host(j, 1), len(j), dtype_of<T>, r);
+      P::copy_async(shard(j), host(j, 1), len(j) * sizeof(T), st);
+      local_->all_gather(shard(j), out + j * m * L, len(j), o);
+    }
+  }
+  /// Whether the engine's steps go through host memory while launches are asynchronous (a GPU
+  /// and an engine on host memory): the pipelined all-reduce's pinned staging.
+  static constexpr bool staged = !P::synchronous_launch && !stream_engine<E, P>;
+  /// The pinned staging (scratch_bytes: two slots of an input and an output) and its slots'
+  /// events, made with the communicator: freeing or growing pinned memory later could wait for
+  /// the whole GPU, peers' kernels included.
+  void make_staging(int device) {
+    if constexpr (staged) {
+      if (map_.nodes == 1 || map_.local_size == 1) return;
+      stage_ = P::allocate_pinned(scratch_bytes_);
+      events_[0] = P::create_event(device);
+      events_[1] = P::create_event(device);
+    }
+  }
+
   /// The engine's reduction for op: a sum for an average, divided by the world at the end.
   template <class Op>
   engine_reduction to_engine(const Op& op, const char* call) const {
@@ -386,6 +447,8 @@ private:
   std::optional<communicator<P>> local_;
   std::optional<E> engine_;
   typename P::memory scratch_{};
+  void* stage_ = nullptr;         ///< pinned staging (staged)
+  typename P::event events_[2]{}; ///< a copy to a slot ended (staged)
 };
 
 } // namespace ark

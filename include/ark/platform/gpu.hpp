@@ -323,6 +323,19 @@ public:
   static void wait_for(stream s, event e) {
     detail::rt::check(detail::rt::stream_wait_event(s, e), "order streams");
   }
+  /// Waits on the host for the work before `e`'s last record.
+  static void synchronize(event e) {
+    detail::rt::check(detail::rt::event_synchronize(e), "wait for an event");
+  }
+  /// Page-locked host memory: copies between it and a GPU run on a copy engine, in stream order.
+  static void* allocate_pinned(std::size_t bytes) {
+    void* p = nullptr;
+    detail::rt::check(detail::rt::host_alloc_mapped(&p, bytes), "allocate pinned host memory");
+    return p;
+  }
+  static void release_pinned(void* p) {
+    if (p) (void)detail::rt::free_host(p);
+  }
   /// Whether the work before `e`'s last record has ended (an event never recorded has).
   static bool reached(event e) {
     const auto rc = detail::rt::event_query(e);

@@ -355,45 +355,60 @@ public:
     static launch_gate g;
     return g;
   }
-  /// Holds frees off for its lifetime.
+  /// Holds frees off for its lifetime. Its fast path is two atomic operations (it is on every
+  /// call's path); it waits only while a free runs.
   class inside {
   public:
     inside() : g_(get()) {
-      std::unique_lock<std::mutex> lock(g_.m_);
-      g_.cv_.wait(lock, [&] { return !g_.freeing_; });
-      ++g_.inside_;
+      for (;;) {
+        g_.inside_.fetch_add(1); // seq_cst, as free's store and load: one of the two sees the other
+        if (!g_.freeing_.load()) return;
+        g_.leave(); // a free runs or is trying: wait for its end, then enter again
+        std::unique_lock<std::mutex> lock(g_.m_);
+        g_.cv_.wait(lock, [&] { return !g_.freeing_.load(); });
+      }
     }
-    ~inside() {
-      std::lock_guard<std::mutex> lock(g_.m_);
-      if (--g_.inside_ == 0) g_.cv_.notify_all();
-    }
+    ~inside() { g_.leave(); }
     inside(const inside&) = delete;
     inside& operator=(const inside&) = delete;
 
   private:
     launch_gate& g_;
   };
-  /// Runs free() while nothing is inside.
+  /// Runs free() while nothing is inside. A free that finds a launch inside steps back at once
+  /// and waits for the launches to leave, so a waiting free holds no launch up.
   template <class F>
   void alone(F&& free) {
-    {
-      std::unique_lock<std::mutex> lock(m_);
-      cv_.wait(lock, [&] { return inside_ == 0 && !freeing_; });
-      freeing_ = true;
+    std::unique_lock<std::mutex> lock(m_);
+    ++wanting_; // the last launch out wakes this free
+    for (;;) {
+      cv_.wait(lock, [&] { return !freeing_.load() && inside_.load() == 0; });
+      freeing_.store(true);
+      if (inside_.load() == 0) break;
+      freeing_.store(false); // a launch entered meanwhile: it goes first
+      cv_.notify_all();
     }
+    --wanting_;
+    lock.unlock();
     free();
-    {
-      std::lock_guard<std::mutex> lock(m_);
-      freeing_ = false;
-    }
+    lock.lock();
+    freeing_.store(false);
     cv_.notify_all();
   }
 
 private:
+  void leave() {
+    if (inside_.fetch_sub(1) == 1 && wanting_.load() > 0) {
+      std::lock_guard<std::mutex> lock(m_); // a free waits for the last launch to leave
+      cv_.notify_all();
+    }
+  }
+
   std::mutex m_;
   std::condition_variable cv_;
-  unsigned inside_ = 0;
-  bool freeing_ = false;
+  std::atomic<unsigned> inside_{0};
+  std::atomic<bool> freeing_{false};
+  std::atomic<unsigned> wanting_{0}; ///< frees waiting in alone()
 };
 
 /// The communicators of this process live on each device, by unique id, from just before their

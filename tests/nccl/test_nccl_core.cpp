@@ -524,4 +524,29 @@ TEST_CASE("nccl: a teardown's frees wait for the launches inside the gate and ho
     CHECK(ended.load());
   }
   freer->join();
+  // many launches and frees at once: a free never runs with a launch inside, and every free runs
+  std::atomic<int> launching{0}, freeing{0}, overlaps{0}, frees{0};
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 4; ++t)
+    ts.emplace_back([&] {
+      for (int i = 0; i < 20000; ++i) {
+        const nc::launch_gate::inside in;
+        ++launching;
+        overlaps += freeing.load();
+        --launching;
+      }
+    });
+  std::thread frees_thread([&] {
+    for (int i = 0; i < 200; ++i)
+      gate.alone([&] {
+        ++freeing;
+        overlaps += launching.load();
+        --freeing;
+        ++frees;
+      });
+  });
+  for (auto& t : ts) t.join();
+  frees_thread.join();
+  CHECK(overlaps.load() == 0);
+  CHECK(frees.load() == 200);
 }

@@ -1,7 +1,8 @@
-// ark/internode/nccl_engine.hpp: the inter-node engine over NCCL (RCCL under HIP), a stream
-// engine (internode/engine.hpp): its collectives take GPU memory and are enqueued on the call's
-// stream, so the hierarchical communicator hands NCCL the rail's share in place, with no staging
-// and no host wait. Include it only where NCCL is available (ark.hpp does not), and link NCCL:
+// ark/internode/nccl_engine.hpp: the inter-node engine over NCCL, a stream engine
+// (internode/engine.hpp): its collectives take GPU memory and are enqueued on the call's stream,
+// so the hierarchical communicator hands NCCL the rail's share in place, with no staging and no
+// host wait. Under HIP, RCCL has the same API; CI does not compile that build (no RCCL package).
+// Include it only where NCCL is available (ark.hpp does not), and link NCCL:
 //
 //   ark::hierarchical_communicator<ark::platform::gpu, ark::nccl_engine> comm(
 //       ark::mpi_bootstrap(MPI_COMM_WORLD),

@@ -459,8 +459,7 @@ private:
       if (pending_.issue != issue)
         detail::throw_invalid(
             call, "a group runs over one backend: this operation names another than the group's first");
-      if (f.stream != o.stream || f.workers != o.workers || f.max_ctas != o.max_ctas ||
-          f.timeout != o.timeout)
+      if (f != o)
         detail::throw_invalid(
             call, "a group's operations share their options (stream, workers, max_ctas, timeout): "
                   "this one's differ from the group's first");
@@ -630,8 +629,7 @@ private:
                     const call_options<P>& o) {
     using batch_t = batch<K, A, B, T, Op>;
     auto* b = batches_.empty() ? nullptr : dynamic_cast<batch_t*>(batches_.back().get());
-    if (!b || b->calls.n == detail::batch_max_calls || b->opts.stream != o.stream ||
-        b->opts.workers != o.workers || b->opts.max_ctas != o.max_ctas || b->opts.timeout != o.timeout) {
+    if (!b || b->calls.n == detail::batch_max_calls || b->opts != o) {
       batches_.push_back(std::make_unique<batch_t>(o));
       b = static_cast<batch_t*>(batches_.back().get());
     }

@@ -24,6 +24,7 @@ struct call_options {
   /// alone moves the data, for the collectives that allow it (all_gather and broadcast into a
   /// registered recv buffer): no kernel moves bytes; one warp waits.
   int max_ctas = -1;
+  bool operator==(const call_options&) const = default;
 };
 
 /// What a call will use, known before it is made (communicator::plan).

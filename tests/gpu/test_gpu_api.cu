@@ -201,6 +201,107 @@ TEST_CASE("gpu: 1000 calls in groups of 1 to 40, like calls one launch a batch; 
   }
 }
 
+TEST_CASE("gpu: fused groups, every collective kind with a ring shift (LL-sized and large) and a send "
+          "to itself, one launch a group; 30 rounds, then a captured group replayed" *
+          needs_gpus(1)) {
+  const int world = gpu_ranks();
+  basic_world<gpu> w(world, gpu_small_config());
+  std::vector<std::size_t> bad(world, 0), replay_bad(world, 0);
+  std::vector<std::uint64_t> launches(world, 0);
+  w.run([&](gpu_comm& c, int rank) {
+    namespace calls = ark::calls;
+    const std::size_t W = static_cast<std::size_t>(world), n = 3001, m = 517, big = 30000, small = 100;
+    const int next = (rank + 1) % world, prev = (rank + world - 1) % world;
+    auto v = [](int r, std::size_t i, int which, int k) {
+      return static_cast<i32>((r + 1) * 100 + static_cast<int>(i % 89) + which * 7 + k);
+    };
+    dbuf<i32> ar(n, rank), ar_out(n, rank), blocks(m * W, rank), rs_out(m, rank), ag_out(m * W, rank);
+    dbuf<i32> bc(m, rank), red(m, rank), g_out(m * W, rank), sc_out(m, rank), a2a_out(m * W, rank);
+    dbuf<i32> big_in(big, rank), big_out(big, rank), small_in(small, rank), small_out(small, rank);
+    dbuf<i32> self_out(small, rank);
+    auto fill = [&](dbuf<i32>& d, int who, int which, int k) {
+      std::vector<i32> h(d.n);
+      for (std::size_t i = 0; i < h.size(); ++i) h[i] = v(who, i, which, k);
+      d.upload(h);
+    };
+    auto poison = [](dbuf<i32>& d) { d.upload(std::vector<i32>(d.n, -1)); };
+    const std::uint64_t before = c.launches();
+    for (int k = 0; k < 30; ++k) {
+      const int root = k % world;
+      fill(ar, rank, 0, k), fill(blocks, rank, 1, k), fill(big_in, rank, 2, k), fill(small_in, rank, 3, k);
+      for (dbuf<i32>* d :
+           {&ar_out, &rs_out, &ag_out, &bc, &red, &g_out, &sc_out, &a2a_out, &big_out, &small_out, &self_out})
+        poison(*d);
+      c.group(calls::all_reduce(ar.get(), ar_out.get(), n), calls::send(big_in.get(), big, next),
+              calls::reduce_scatter(blocks.get(), rs_out.get(), m), calls::recv(big_out.get(), big, prev),
+              calls::all_gather(ar.get(), ag_out.get(), m), calls::broadcast(ar.get(), bc.get(), m, root),
+              calls::reduce(ar.get(), red.get(), m, root, ark::op::max{}),
+              calls::gather(ar.get(), g_out.get(), m, root),
+              calls::scatter(blocks.get(), sc_out.get(), m, root),
+              calls::all_to_all(blocks.get(), a2a_out.get(), m), calls::recv(small_out.get(), small, prev),
+              calls::send(small_in.get(), small, next), calls::send(small_in.get(), small, rank),
+              calls::recv(self_out.get(), small, rank));
+      c.synchronize();
+      const auto o_ar = ar_out.download(), o_rs = rs_out.download(), o_ag = ag_out.download();
+      const auto o_bc = bc.download(), o_red = red.download(), o_g = g_out.download(),
+                 o_sc = sc_out.download();
+      const auto o_a2a = a2a_out.download(), o_big = big_out.download(), o_small = small_out.download();
+      const auto o_self = self_out.download();
+      auto sum = [&](std::size_t i, int which) {
+        i32 s = 0;
+        for (int r = 0; r < world; ++r) s += v(r, i, which, k);
+        return s;
+      };
+      std::size_t& b = bad[rank];
+      for (std::size_t i = 0; i < n; ++i) b += o_ar[i] != sum(i, 0);
+      for (std::size_t i = 0; i < m; ++i) {
+        b += o_rs[i] != sum(rank * m + i, 1);
+        b += o_bc[i] != v(root, i, 0, k);
+        b += o_sc[i] != v(root, rank * m + i, 1, k);
+        b += o_red[i] != (rank == root ? v(world - 1, i, 0, k) : -1); // the largest rank's is the max
+        for (int r = 0; r < world; ++r) {
+          b += o_ag[r * m + i] != v(r, i, 0, k);
+          b += o_g[r * m + i] != (rank == root ? v(r, i, 0, k) : -1);
+          b += o_a2a[r * m + i] != v(r, rank * m + i, 1, k);
+        }
+      }
+      for (std::size_t i = 0; i < big; ++i) b += o_big[i] != v(prev, i, 2, k);
+      for (std::size_t i = 0; i < small; ++i)
+        b += o_small[i] != v(prev, i, 3, k) || o_self[i] != v(rank, i, 3, k);
+    }
+    launches[rank] = c.launches() - before;
+    // a fused group captured once: each replay sums `ar` into itself and shifts the ring again
+    fill(ar, rank, 0, 0);
+    fill(big_in, rank, 2, 0);
+    poison(big_out);
+    rt::graph_t graph;
+    rt::graph_exec_t exec;
+    const auto s = c.stream();
+    rt::check(rt::begin_capture(s), "begin capture");
+    c.group(calls::all_reduce(ar.get(), ar.get(), n), calls::send(big_in.get(), big, next),
+            calls::recv(big_out.get(), big, prev));
+    rt::check(rt::end_capture(s, &graph), "end capture");
+    rt::check(rt::graph_instantiate(&exec, graph), "instantiate");
+    for (int replay = 0; replay < 2; ++replay) rt::check(rt::graph_launch(exec, s), "launch graph");
+    c.synchronize();
+    const auto got = ar.download(), shifted = big_out.download();
+    for (std::size_t i = 0; i < n; ++i) {
+      i32 s1 = 0;
+      for (int r = 0; r < world; ++r) s1 += v(r, i, 0, 0);
+      replay_bad[rank] += got[i] != s1 * world;
+    }
+    for (std::size_t i = 0; i < big; ++i) replay_bad[rank] += shifted[i] != v(prev, i, 2, 0);
+    rt::check(rt::graph_exec_destroy(exec), "graph");
+    rt::check(rt::graph_destroy(graph), "graph");
+  });
+  for (int r = 0; r < world; ++r) {
+    CAPTURE(r);
+    CHECK(bad[r] == 0);
+    CHECK(launches[r] == 30);
+    CHECK(replay_bad[r] == 0);
+  }
+}
+
 TEST_CASE("gpu: ranks as threads call freely, each waiting for its own stream after every call (an NCCL "
           "program's pattern: all-reduce, reduce-scatter, in-place reduce)" *
           needs_gpus(1)) {

@@ -42,6 +42,60 @@ void check_overlap(const char* call, const T* in, std::size_t nin, const T* out,
     throw_invalid(call, "send and recv buffers overlap without being in place");
 }
 
+/// Which of its send and receive buffers collective K on `count` elements a block uses on rank
+/// `rank` of `world`, and their elements: the root's alone where the others' are not used
+/// (`every_out`: the receive buffer on every rank, as the copy engine's gather needs).
+struct collective_extent {
+  bool uses_in, uses_out;
+  std::size_t in, out;
+};
+template <collective K>
+collective_extent extent_of(std::size_t count, int root, int rank, int world, bool every_out = false) {
+  const std::size_t w = static_cast<std::size_t>(world);
+  constexpr bool blocked_in =
+      K == collective::reduce_scatter || K == collective::all_to_all || K == collective::scatter;
+  constexpr bool blocked_out =
+      K == collective::all_gather || K == collective::all_to_all || K == collective::gather;
+  const bool uses_in = (K != collective::broadcast && K != collective::scatter) || rank == root;
+  const bool uses_out = (K != collective::reduce && K != collective::gather) || rank == root || every_out;
+  return {uses_in, uses_out, uses_in ? (blocked_in ? count * w : count) : 0,
+          uses_out ? (blocked_out ? count * w : count) : 0};
+}
+
+/// The arguments of collective K as rank `rank` of `world` names them: the count, the root,
+/// each buffer the rank uses (extent_of), and no overlap short of the collective's in-place form.
+template <collective K, class T>
+void check_collective(const char* call, const T* in, const T* out, std::size_t count, int root, int rank,
+                      int world, bool every_out = false) {
+  constexpr bool blocked = K == collective::reduce_scatter || K == collective::all_gather ||
+                           K == collective::all_to_all || K == collective::gather || K == collective::scatter;
+  check_elements<T>(call, count, blocked ? world : 1);
+  if constexpr (has_root(K)) check_root(call, root, world);
+  const collective_extent e = extent_of<K>(count, root, rank, world, every_out);
+  if (e.uses_in) check_buffer(call, "send buffer", in, e.in);
+  if (e.uses_out) check_buffer(call, "recv buffer", out, e.out);
+  if (!e.uses_in || !e.uses_out) return;
+  const std::size_t r = static_cast<std::size_t>(rank);
+  bool in_place = false;
+  switch (K) {
+  case collective::reduce_scatter:
+    in_place = out == in + r * count;
+    break;
+  case collective::all_gather:
+  case collective::gather:
+    in_place = in == out + r * count;
+    break;
+  case collective::scatter:
+    in_place = out == in + static_cast<std::size_t>(root) * count;
+    break;
+  case collective::all_to_all:
+    break;
+  default:
+    in_place = in == out;
+  }
+  check_overlap(call, in, e.in, out, e.out, in_place);
+}
+
 /// A call or launch that asks for more workers than the ranks sharing a GPU may each hold.
 template <device P>
 void check_block_cap(const rank_runtime<P>& rt, const char* call, unsigned workers) {

@@ -9,6 +9,7 @@
 //   comm.all_reduce(in, out, count);                                  // in every rank's thread
 #pragma once
 
+#include "ark/collectives/fused.hpp"
 #include "ark/collectives/works.hpp"
 #include "ark/communicator/ce_protocol.hpp"
 #include "ark/communicator/engines.hpp"
@@ -16,6 +17,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -116,10 +118,7 @@ public:
   /// out[i] = in[i] reduced over all ranks. In place when in == out.
   template <class A = algo::automatic, class B = dma::automatic, element T, class Op = op::sum>
   void all_reduce(const T* in, T* out, std::size_t count, Op op = {}, const call_options<P>& o = {}) {
-    detail::check_elements<T>("all_reduce", count, 1);
-    detail::check_buffer("all_reduce", "send buffer", in, count);
-    detail::check_buffer("all_reduce", "recv buffer", out, count);
-    detail::check_overlap("all_reduce", in, count, out, count, in == out);
+    detail::check_collective<collective::all_reduce>("all_reduce", in, out, count, 0, rank(), world());
     if constexpr (std::is_same_v<B, dma::copy_engine>)
       ce_now().all_reduce(rt_, reg_, "all_reduce", in, out, count, op, o);
     else
@@ -133,20 +132,15 @@ public:
     static_assert(!std::is_same_v<B, dma::copy_engine>,
                   "ark: dma::copy_engine offers all_reduce, all_gather, broadcast, all_to_all, gather and "
                   "scatter");
-    detail::check_elements<T>("reduce_scatter", count, world());
-    detail::check_buffer("reduce_scatter", "send buffer", in, count * world());
-    detail::check_buffer("reduce_scatter", "recv buffer", out, count);
-    detail::check_overlap("reduce_scatter", in, count * world(), out, count, out == in + rank() * count);
+    detail::check_collective<collective::reduce_scatter>("reduce_scatter", in, out, count, 0, rank(),
+                                                         world());
     run<collective::reduce_scatter, A, B>("reduce_scatter", in, out, count, 0, op, o);
   }
 
   /// out (world blocks of `count`): block r = rank r's in. In place when in == out + rank * count.
   template <class A = algo::automatic, class B = dma::automatic, element T>
   void all_gather(const T* in, T* out, std::size_t count, const call_options<P>& o = {}) {
-    detail::check_elements<T>("all_gather", count, world());
-    detail::check_buffer("all_gather", "send buffer", in, count);
-    detail::check_buffer("all_gather", "recv buffer", out, count * world());
-    detail::check_overlap("all_gather", in, count, out, count * world(), in == out + rank() * count);
+    detail::check_collective<collective::all_gather>("all_gather", in, out, count, 0, rank(), world());
     if (o.max_ctas == 0 || std::is_same_v<B, dma::copy_engine>)
       return ce_now().template gather<collective::all_gather>(
           rt_, reg_, "all_gather", in, out, count, count * world(), 0, in != out + rank() * count, o);
@@ -157,11 +151,7 @@ public:
   /// out = root's in on every rank (root's out too, unless in == out).
   template <class B = dma::automatic, element T>
   void broadcast(const T* in, T* out, std::size_t count, int root, const call_options<P>& o = {}) {
-    detail::check_elements<T>("broadcast", count, 1);
-    detail::check_root("broadcast", root, world());
-    if (rank() == root) detail::check_buffer("broadcast", "send buffer", in, count);
-    detail::check_buffer("broadcast", "recv buffer", out, count);
-    if (rank() == root) detail::check_overlap("broadcast", in, count, out, count, in == out);
+    detail::check_collective<collective::broadcast>("broadcast", in, out, count, root, rank(), world());
     if (o.max_ctas == 0 || std::is_same_v<B, dma::copy_engine>)
       return ce_now().template gather<collective::broadcast>(rt_, reg_, "broadcast", in, out, count, count,
                                                              root, rank() == root && in != out, o);
@@ -175,13 +165,7 @@ public:
     static_assert(!std::is_same_v<B, dma::copy_engine>,
                   "ark: dma::copy_engine offers all_reduce, all_gather, broadcast, all_to_all, gather and "
                   "scatter");
-    detail::check_elements<T>("reduce", count, 1);
-    detail::check_root("reduce", root, world());
-    detail::check_buffer("reduce", "send buffer", in, count);
-    if (rank() == root) {
-      detail::check_buffer("reduce", "recv buffer", out, count);
-      detail::check_overlap("reduce", in, count, out, count, in == out);
-    }
+    detail::check_collective<collective::reduce>("reduce", in, out, count, root, rank(), world());
     run<collective::reduce, algo::direct, B>("reduce", in, out, count, root, op, o);
   }
 
@@ -189,10 +173,7 @@ public:
   /// (this rank) of out. Not in place: in and out must not overlap.
   template <class B = dma::automatic, element T>
   void all_to_all(const T* in, T* out, std::size_t count, const call_options<P>& o = {}) {
-    detail::check_elements<T>("all_to_all", count, world());
-    detail::check_buffer("all_to_all", "send buffer", in, count * world());
-    detail::check_buffer("all_to_all", "recv buffer", out, count * world());
-    detail::check_overlap("all_to_all", in, count * world(), out, count * world(), false);
+    detail::check_collective<collective::all_to_all>("all_to_all", in, out, count, 0, rank(), world());
     if (o.max_ctas == 0 || std::is_same_v<B, dma::copy_engine>)
       return ce_now().template gather<collective::all_to_all>(rt_, reg_, "all_to_all", in, out, count,
                                                               count * world(), 0, true, o);
@@ -204,14 +185,9 @@ public:
   /// (may be null). In place at the root when its in == out + root * count.
   template <class B = dma::automatic, element T>
   void gather(const T* in, T* out, std::size_t count, int root, const call_options<P>& o = {}) {
-    detail::check_elements<T>("gather", count, world());
-    detail::check_root("gather", root, world());
-    detail::check_buffer("gather", "send buffer", in, count);
+    // over the copy engine every rank names where the root's out is
     const bool ce = o.max_ctas == 0 || std::is_same_v<B, dma::copy_engine>;
-    if (rank() == root || ce) { // over the copy engine every rank names where the root's out is
-      detail::check_buffer("gather", "recv buffer", out, count * world());
-      detail::check_overlap("gather", in, count, out, count * world(), in == out + rank() * count);
-    }
+    detail::check_collective<collective::gather>("gather", in, out, count, root, rank(), world(), ce);
     if (ce)
       return ce_now().template gather<collective::gather>(rt_, reg_, "gather", in, out, count,
                                                           count * world(), root,
@@ -224,13 +200,7 @@ public:
   /// is not used (may be null). In place at the root when its out == in + root * count.
   template <class B = dma::automatic, element T>
   void scatter(const T* in, T* out, std::size_t count, int root, const call_options<P>& o = {}) {
-    detail::check_elements<T>("scatter", count, world());
-    detail::check_root("scatter", root, world());
-    if (rank() == root) {
-      detail::check_buffer("scatter", "send buffer", in, count * world());
-      detail::check_overlap("scatter", in, count * world(), out, count, out == in + root * count);
-    }
-    detail::check_buffer("scatter", "recv buffer", out, count);
+    detail::check_collective<collective::scatter>("scatter", in, out, count, root, rank(), world());
     if (o.max_ctas == 0 || std::is_same_v<B, dma::copy_engine>)
       return ce_now().template gather<collective::scatter>(rt_, reg_, "scatter", in, out, count, count, root,
                                                            rank() == root && out != in + root * count, o);
@@ -278,6 +248,124 @@ public:
     pending p = std::exchange(pending_, pending{});
     issue_batches();
     if (!p.ops.empty()) p.issue(*this, p);
+  }
+
+  /// Runs `calls` as one launch: any mix of collectives (ark::calls::all_reduce, reduce_scatter,
+  /// all_gather, broadcast, reduce, all_to_all, gather, scatter) and sends and receives
+  /// (ark::calls::send, recv); collectives/fused.hpp. Every rank lists the same collectives in
+  /// the same order, as outside a group; its sends and receives are its own, in any order (they
+  /// cannot deadlock), met by the peers' receives and sends in their fused groups. The calls run
+  /// at once, as in an NCCL group: a buffer that one call writes may not be another's (refused).
+  /// Each call is checked as it would be alone, and the group refused whole before anything
+  /// launches. The collectives run staged (never the copy engine or zero-copy) with the workers
+  /// their plans give; the sends and receives take their point-to-point workers first, within
+  /// block_cap() and max_ctas for the whole launch. Inside group_start/group_end it runs at
+  /// once, after the batches before it.
+  template <detail::fused_call... C>
+  requires(sizeof...(C) > 0) void group(const C&... calls) { group(call_options<P>{}, calls...); }
+  template <detail::fused_call... C>
+  requires(sizeof...(C) > 0) void group(const call_options<P>& o, C... calls) {
+    const char* call = "group";
+    using Bp = typename detail::p2p_backend_of<C...>::type;
+    constexpr unsigned np = (0u + ... + static_cast<unsigned>(detail::is_p2p_call<C>));
+    constexpr bool collectives = (detail::is_collective_call<C> || ...);
+    static_assert(np <= p2p_max_ops, "ark: a group holds at most p2p_max_ops sends and receives");
+    rt_.check_usable(call);
+    detail::check_options(rt_, call, o);
+    if (o.max_ctas == 0)
+      detail::throw_invalid(call, "max_ctas = 0: a fused group runs on the SMs; give it at least one block");
+    pending g{{}, o, nullptr};
+    std::vector<fused_access> used;
+    unsigned index = 0;
+    auto check = [&](const auto& c) {
+      using K = std::decay_t<decltype(c)>;
+      const std::string name = std::string(call) + " (call " + std::to_string(index) + ", ";
+      if constexpr (detail::is_collective_call<K>) {
+        using T = typename K::element_type;
+        const std::string n = name + to_string(K::kind) + ")";
+        detail::check_collective<K::kind>(n.c_str(), c.in, c.out, c.count, c.root, rank(), world());
+        const detail::collective_extent e = detail::extent_of<K::kind>(c.count, c.root, rank(), world());
+        if (e.uses_in) used.push_back({c.in, e.in * sizeof(T), false, index});
+        if (e.uses_out) used.push_back({c.out, e.out * sizeof(T), true, index});
+      } else {
+        const p2p_op& op = c.op;
+        const bool recv = op.kind == p2p_op::recv;
+        const std::string n = name + (recv ? "recv)" : "send)");
+        if (op.count > std::numeric_limits<std::size_t>::max() / op.elem / 2)
+          detail::throw_invalid(n.c_str(), "count " + std::to_string(op.count) + " is too large");
+        const void* buf = reinterpret_cast<const void*>(op.buf);
+        if (op.count && !buf)
+          detail::throw_invalid(n.c_str(), "buffer is null but count is " + std::to_string(op.count));
+        if (op.buf % op.elem)
+          detail::throw_invalid(n.c_str(), "buffer " + detail::pointer_name(buf) +
+                                               " is not aligned to its element type");
+        check_p2p<Bp>(n.c_str(), op, o);
+        g.ops.push_back(op);
+        used.push_back({buf, op.count * op.elem, recv, index});
+      }
+      ++index;
+    };
+    (check(calls), ...);
+    check_fused_overlap(used);
+    if (np) check_p2p_group(*this, g, call);
+    // the launch's blocks: the point-to-point workers first, the collectives' plans within the rest
+    unsigned cap = rt_.block_cap();
+    if (o.max_ctas > 0)
+      cap = cap ? std::min(cap, static_cast<unsigned>(o.max_ctas)) : static_cast<unsigned>(o.max_ctas);
+    if (np && collectives && cap == 1)
+      detail::throw_invalid(call, "a group of collectives and sends or receives needs two blocks at least; "
+                                  "max_ctas or block_cap() leaves one");
+    const unsigned pw = np ? p2p_workers_of(rt_, o, collectives && cap ? cap - 1 : cap) : 0;
+    call_options<P> oc = o;
+    if (cap && pw) {
+      if (collectives && pw >= cap)
+        detail::throw_invalid(call, "workers " + std::to_string(pw) +
+                                        " for the sends and receives leave the "
+                                        "collectives none of the " +
+                                        std::to_string(cap) + " blocks a call may use");
+      oc.max_ctas = static_cast<int>(cap - pw);
+    }
+    unsigned cw = 0;
+    auto plan_one = [&](auto& c) {
+      using K = std::decay_t<decltype(c)>;
+      if constexpr (detail::is_collective_call<K>) {
+        using T = typename K::element_type;
+        ark::with_choice<K::kind, typename K::algorithm, typename K::backend>(
+            select(K::kind, c.count * sizeof(T), world(), rt_.cfg().tuning), [&](auto, auto b) {
+              detail::check_backend<decltype(b)>(rt_.lay(), to_string(K::kind));
+              return true;
+            });
+        c.workers =
+            detail::plan_call<K::kind, typename K::algorithm, typename K::backend, T>(rt_, c.count, oc).ctas;
+        cw = std::max(cw, c.workers);
+      }
+    };
+    (plan_one(calls), ...);
+    detail::check_block_cap(rt_, call, cw + pw);
+    std::vector<p2p_op> ops = joined(g, rank());
+    unsigned small = 0;
+    if constexpr (std::is_same_v<Bp, dma::automatic>) { // as issue_p2p_by_size: LL-sized ones first
+      const std::size_t ll = rt_.cfg().tuning.ll_max_bytes;
+      small = static_cast<unsigned>(
+          std::stable_partition(ops.begin(), ops.end(),
+                                [&](const p2p_op& x) { return x.count * x.elem <= ll; }) -
+          ops.begin());
+    }
+    issue_batches();
+    detail::fused_work<P, Bp, np, detail::device_part<C>...> work{
+        rt_.call_handle(o),
+        detail::make_call_list(detail::device_part_of(calls)...),
+        cw,
+        pw,
+        small,
+        static_cast<unsigned>(ops.size()),
+        {}};
+    std::copy(ops.begin(), ops.end(), work.ops);
+    const auto turn = rt_.join_previous(o);
+    engines_.template enqueue<dma::thread_copy<1>>(rt_, turn.s,
+                                                   launch_shape{cw + pw, rt_.cfg().tuning.threads}, work);
+    rt_.mark_call(turn);
+    rt_.after_launch(call);
   }
 
   /// All-to-all with counts of its own per pair: send_counts[p] elements at in + send_offsets[p]
@@ -424,14 +512,30 @@ private:
     void (*issue)(communicator&, const pending&) = nullptr;
   };
 
-  /// Checks one send or receive (its buffer checked by the caller) and issues it, or adds it to
-  /// the open group.
+  /// A buffer one call of a fused group reads or writes, to refuse one that another call writes.
+  struct fused_access {
+    const void* p;
+    std::size_t bytes;
+    bool writes;
+    unsigned call;
+  };
+  static void check_fused_overlap(const std::vector<fused_access>& used) {
+    for (const fused_access& w : used)
+      for (const fused_access& x : used) {
+        if (!w.writes || w.call == x.call || !w.bytes || !x.bytes) continue;
+        const auto* a = static_cast<const std::byte*>(w.p);
+        const auto* b = static_cast<const std::byte*>(x.p);
+        if (a < b + x.bytes && b < a + w.bytes)
+          detail::throw_invalid("group", "call " + std::to_string(w.call) + " writes a buffer that call " +
+                                             std::to_string(x.call) + (x.writes ? " writes" : " reads") +
+                                             ": the calls of a fused group run at once");
+      }
+  }
+
+  /// One send or receive over B (its buffer checked by the caller): its peer, its options, the
+  /// point-to-point workers and the backend it needs.
   template <class B>
-  void add_p2p(const char* call, const p2p_op& op, const call_options<P>& o) {
-    using B1 = or_thread_copies<B>;
-    static_assert(!std::is_same_v<B, dma::copy_engine>, "ark: send and recv run over a channel backend");
-    constexpr bool automatic = std::is_same_v<B, dma::automatic>;
-    rt_.check_usable(call);
+  void check_p2p(const char* call, const p2p_op& op, const call_options<P>& o) const {
     if (op.peer < 0 || op.peer >= world())
       detail::throw_invalid(call, "peer " + std::to_string(op.peer) + " is outside [0, " +
                                       std::to_string(world()) + ")");
@@ -444,9 +548,20 @@ private:
     if (o.workers > rt_.lay().p2p)
       detail::throw_invalid(call, "workers " + std::to_string(o.workers) +
                                       " exceeds team_config.p2p_workers " + std::to_string(rt_.lay().p2p));
-    detail::check_backend<B1>(rt_.lay(), call);
+    detail::check_backend<or_thread_copies<B>>(rt_.lay(), call);
     if (o.workers) detail::check_block_cap(rt_, call, o.workers);
-    constexpr auto issue = automatic ? &communicator::issue_p2p_by_size : &communicator::issue_p2p<B1>;
+  }
+
+  /// Checks one send or receive (its buffer checked by the caller) and issues it, or adds it to
+  /// the open group.
+  template <class B>
+  void add_p2p(const char* call, const p2p_op& op, const call_options<P>& o) {
+    static_assert(!std::is_same_v<B, dma::copy_engine>, "ark: send and recv run over a channel backend");
+    constexpr bool automatic = std::is_same_v<B, dma::automatic>;
+    rt_.check_usable(call);
+    check_p2p<B>(call, op, o);
+    constexpr auto issue =
+        automatic ? &communicator::issue_p2p_by_size : &communicator::issue_p2p<or_thread_copies<B>>;
     if (group_depth_ == 0) {
       pending one;
       one.ops.push_back(op);
@@ -496,8 +611,7 @@ private:
 
   /// Refuses a group whose sends to this rank do not match its receives from it, or whose
   /// receive's buffer overlaps another operation's.
-  static void check_p2p_group(communicator& c, const pending& g) {
-    const char* call = "group_end";
+  static void check_p2p_group(communicator& c, const pending& g, const char* call = "group_end") {
     std::vector<std::size_t> self_sends, self_recvs;
     for (std::size_t i = 0; i < g.ops.size(); ++i)
       if (g.ops[i].peer == c.rank()) (g.ops[i].kind == p2p_op::send ? self_sends : self_recvs).push_back(i);
@@ -529,29 +643,45 @@ private:
 
   /// Launches a checked group on the point-to-point workers over backend B, each send to this rank
   /// joined to its receive from it (in order; one local copy each).
-  template <class B>
-  static void launch_p2p(communicator& c, const pending& g) {
-    const char* call = "group_end";
-    p2p_ops ops;
+  /// A checked group's operations as the workers run them: each send to this rank joined to
+  /// its receive from it, in order (one local copy each).
+  static std::vector<p2p_op> joined(const pending& g, int rank) {
+    std::vector<p2p_op> ops;
     std::vector<std::size_t> self_sends;
     for (std::size_t i = 0; i < g.ops.size(); ++i)
-      if (g.ops[i].peer == c.rank() && g.ops[i].kind == p2p_op::send) self_sends.push_back(i);
+      if (g.ops[i].peer == rank && g.ops[i].kind == p2p_op::send) self_sends.push_back(i);
     std::size_t k = 0;
     for (std::size_t i = 0; i < g.ops.size(); ++i) {
       p2p_op op = g.ops[i];
-      if (op.peer == c.rank()) {
+      if (op.peer == rank) {
         if (op.kind == p2p_op::send) continue; // joined to its receive
         op.src = g.ops[self_sends[k++]].buf;
         op.kind = p2p_op::self;
       }
-      ops.op[ops.n++] = op;
+      ops.push_back(op);
     }
-    rank_runtime<P>& rt = c.rt_;
-    const call_options<P>& o = g.opts;
+    return ops;
+  }
+  /// The point-to-point workers of a group with options `o`: the caller's, or every one the
+  /// team holds; at most max_ctas, and at most `cap` (block_cap(), or what a fused group's
+  /// collectives leave) unless asked for.
+  static unsigned p2p_workers_of(const rank_runtime<P>& rt, const call_options<P>& o, unsigned cap) {
     unsigned workers = o.workers ? o.workers : rt.lay().p2p;
     if (o.max_ctas > 0 && workers > static_cast<unsigned>(o.max_ctas))
       workers = static_cast<unsigned>(o.max_ctas);
-    if (!o.workers && rt.block_cap() && workers > rt.block_cap()) workers = rt.block_cap();
+    if (!o.workers && cap && workers > cap) workers = cap;
+    return workers;
+  }
+
+  /// Launches a checked group on the point-to-point workers over backend B.
+  template <class B>
+  static void launch_p2p(communicator& c, const pending& g) {
+    const char* call = "group_end";
+    p2p_ops ops;
+    for (const p2p_op& op : joined(g, c.rank())) ops.op[ops.n++] = op;
+    rank_runtime<P>& rt = c.rt_;
+    const call_options<P>& o = g.opts;
+    const unsigned workers = p2p_workers_of(rt, o, rt.block_cap());
     const device_comm<P> handle = rt.call_handle(o);
     const auto turn = rt.join_previous(o);
     c.engines_.template enqueue<B>(rt, turn.s, launch_shape{workers, rt.cfg().tuning.threads},

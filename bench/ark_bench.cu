@@ -30,7 +30,7 @@
 //                         [--workers N] [--per-worker BYTES] [--ll-per-worker BYTES]
 //                         [--ce-min BYTES] [--ce-chunk BYTES] [--only VARIANT,...] [--ranks N]
 //                         [--op all_reduce|all_to_all|send_recv] [--agg N]
-//                         [--nodes N [--engine bootstrap|nccl]]
+//                         [--nodes N [--engine bootstrap|nccl|mpi]]
 // clang-format on
 // --no-early: the communicators launch plainly, not early (communicator::config::early_launch);
 // --user-stream: every call on a stream the bench makes, as NCCL programs call, not on ark's own;
@@ -47,8 +47,10 @@
 // --nodes N: the hierarchical all-reduce instead (hierarchy/communicator.hpp), the ranks in N nodes
 // of world / N (rank r in node r / (world / N); a node a GPU, round-robin), its rails over
 // --engine (bootstrap: the reference engine, host memory, staged; nccl: NCCL on the GPUs'
-// memory, which needs every node on a GPU of its own); each size also times the engine alone on
-// the rail's share (size / (world / N)), so the columns say what ark's node-local steps add.
+// memory, which needs every node on a GPU of its own; mpi: MPI through host memory, one process
+// a rank under mpirun, `mpirun -np 4 ark_bench --nodes 2 --engine mpi`, where the build found
+// MPI); each size also times the engine alone on the rail's share (size / (world / N)), so the
+// columns say what ark's node-local steps add.
 #include "ark/ark.hpp"
 
 #include <algorithm>
@@ -70,6 +72,10 @@
 #include <dlfcn.h>
 #include <nccl.h>
 #define ARK_BENCH_NCCL 1
+#endif
+#if defined(ARK_BENCH_MPI)
+#include "ark/bootstrap/mpi.hpp"
+#include "ark/internode/mpi_engine.hpp"
 #endif
 
 namespace {
@@ -534,12 +540,12 @@ struct node_result {
 };
 
 /// Rank `rank` of the hierarchical all-reduce over engines E (made by make(rail bootstrap,
-/// device)): for each size, three timed loops of the all-reduce and three of the engine alone on
-/// the rail's share (its memory: the GPU's for a stream engine, the host's else), each ending
-/// synchronized on the host; the medians go to *results (rank 0).
-template <class E, class Make>
-void run_nodes_rank(const options& opt, int world, int rank,
-                    const std::shared_ptr<ark::in_process_group>& group, std::barrier<>& sync, Make make,
+/// device)), its ranks joined by `boot` (threads of this process, or processes under mpirun):
+/// for each size, three timed loops of the all-reduce and three of the engine alone on the rail's
+/// share (its memory: the GPU's for a stream engine, the host's else), each ending synchronized
+/// on the host, every rank starting together (sync()); the medians go to *results (rank 0).
+template <class E, class Boot, class Sync, class Make>
+void run_nodes_rank(const options& opt, int world, int rank, Boot boot, Sync sync, Make make,
                     std::vector<node_result>* results) {
   using hcomm = ark::hierarchical_communicator<gpu, E>;
   const int L = world / opt.nodes, device = (rank / L) % gpu::device_count();
@@ -562,8 +568,7 @@ void run_nodes_rank(const options& opt, int world, int rank,
     cfg.nodes.name = "node" + std::to_string(rank / L);
     cfg.nodes.ranks_per_node = 0;
     hcomm c(
-        ark::in_process_bootstrap(group, rank), [&](auto rail) { return make(std::move(rail), device); },
-        cfg);
+        std::move(boot), [&](auto rail) { return make(std::move(rail), device); }, cfg);
     ark::call_options<gpu> o;
     o.stream = s;
     float* const x = reinterpret_cast<float*>(in.ptr);
@@ -576,7 +581,7 @@ void run_nodes_rank(const options& opt, int world, int rank,
         one();
         rt::check(rt::stream_synchronize(s), "synchronize");
         for (double& t : us) {
-          sync.arrive_and_wait();
+          sync();
           const auto t0 = std::chrono::steady_clock::now();
           for (int i = 0; i < iters; ++i) one();
           rt::check(rt::stream_synchronize(s), "synchronize");
@@ -603,7 +608,7 @@ void run_nodes_rank(const options& opt, int world, int rank,
           engine_us = timed([&] { e->all_reduce(h_in.data(), h_out.data(), shard, ark::dtype::f32, {}); });
       }
       if (rank == 0) results->push_back({bytes, us, engine_us, wrong});
-      sync.arrive_and_wait();
+      sync();
     }
     c.local().synchronize();
   }
@@ -612,39 +617,9 @@ void run_nodes_rank(const options& opt, int world, int rank,
   gpu::destroy_stream(s);
 }
 
-/// Runs --nodes on `world` ranks as threads and prints its table; returns the exit code.
-int run_nodes(const options& opt, int world, const std::string& command) {
-  if (opt.nodes < 1 || world % opt.nodes)
-    return std::fprintf(stderr, "ark_bench: --nodes %d does not divide the %d ranks\n", opt.nodes, world), 64;
-  auto group = std::make_shared<ark::in_process_group>(world);
-  std::barrier<> sync(world);
-  std::vector<node_result> results;
-  std::vector<std::string> errors(world);
-  std::vector<std::thread> ranks;
-  for (int r = 0; r < world; ++r)
-    ranks.emplace_back([&, r] {
-      try {
-        if (opt.engine == "nccl") {
-#if defined(ARK_BENCH_NCCL)
-          run_nodes_rank<ark::nccl_engine>(
-              opt, world, r, group, sync,
-              [](auto rail, int d) { return ark::nccl_engine(std::move(rail), d); }, &results);
-#else
-          throw std::runtime_error("--engine nccl: this ark_bench was built without NCCL");
-#endif
-        } else {
-          run_nodes_rank<ark::bootstrap_engine>(
-              opt, world, r, group, sync,
-              [](auto rail, int) { return ark::bootstrap_engine(std::move(rail)); }, &results);
-        }
-      } catch (const std::exception& e) {
-        errors[r] = e.what();
-        sync.arrive_and_drop(); // the others go on (and fail on their own bounds)
-      }
-    });
-  for (auto& t : ranks) t.join();
-  for (int r = 0; r < world; ++r)
-    if (!errors[r].empty()) return std::fprintf(stderr, "rank %d: %s\n", r, errors[r].c_str()), 1;
+/// Prints --nodes' table of `world` ranks; returns the exit code.
+int print_nodes(const options& opt, int world, const std::vector<node_result>& results,
+                const std::string& command) {
   char date[64];
   const std::time_t now = std::time(nullptr);
   std::strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S UTC", std::gmtime(&now));
@@ -672,6 +647,80 @@ int run_nodes(const options& opt, int world, const std::string& command) {
     if (r.wrong) return 2;
   return 0;
 }
+
+/// Runs --nodes on `world` ranks as threads and prints its table; returns the exit code.
+int run_nodes(const options& opt, int world, const std::string& command) {
+  if (opt.nodes < 1 || world % opt.nodes)
+    return std::fprintf(stderr, "ark_bench: --nodes %d does not divide the %d ranks\n", opt.nodes, world), 64;
+  auto group = std::make_shared<ark::in_process_group>(world);
+  std::barrier<> sync(world);
+  std::vector<node_result> results;
+  std::vector<std::string> errors(world);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < world; ++r)
+    ranks.emplace_back([&, r] {
+      try {
+        auto boot = ark::in_process_bootstrap(group, r);
+        auto together = [&] { sync.arrive_and_wait(); };
+        if (opt.engine == "nccl") {
+#if defined(ARK_BENCH_NCCL)
+          run_nodes_rank<ark::nccl_engine>(
+              opt, world, r, boot, together,
+              [](auto rail, int d) { return ark::nccl_engine(std::move(rail), d); }, &results);
+#else
+          throw std::runtime_error("--engine nccl: this ark_bench was built without NCCL");
+#endif
+        } else {
+          run_nodes_rank<ark::bootstrap_engine>(
+              opt, world, r, boot, together,
+              [](auto rail, int) { return ark::bootstrap_engine(std::move(rail)); }, &results);
+        }
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+        sync.arrive_and_drop(); // the others go on (and fail on their own bounds)
+      }
+    });
+  for (auto& t : ranks) t.join();
+  for (int r = 0; r < world; ++r)
+    if (!errors[r].empty()) return std::fprintf(stderr, "rank %d: %s\n", r, errors[r].c_str()), 1;
+  return print_nodes(opt, world, results, command);
+}
+
+#if defined(ARK_BENCH_MPI)
+/// --nodes with --engine mpi: this process is one rank of MPI_COMM_WORLD (mpirun starts one a
+/// rank; the ranks of a node share its GPU, a node a GPU round-robin), its rails over MPI, staged
+/// through host memory; rank 0 prints the table.
+int run_nodes_mpi(const options& opt, const std::string& command) {
+  int provided = 0, rank = 0, world = 0;
+  MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  int code = 0;
+  if (opt.nodes < 1 || world % opt.nodes) {
+    if (rank == 0)
+      std::fprintf(stderr, "ark_bench: --nodes %d does not divide the %d ranks\n", opt.nodes, world);
+    code = 64;
+  } else {
+    std::vector<node_result> results;
+    try {
+      run_nodes_rank<ark::mpi_engine>(
+          opt, world, rank, ark::mpi_bootstrap(MPI_COMM_WORLD), [] { MPI_Barrier(MPI_COMM_WORLD); },
+          [](ark::mpi_bootstrap rail, int) { return ark::mpi_engine(std::move(rail)); }, &results);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
+      code = 1;
+    }
+    int any = code;
+    MPI_Allreduce(&code, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (!any && rank == 0)
+      code = print_nodes(opt, world, results, command);
+    else if (any)
+      code = 1;
+  }
+  MPI_Finalize();
+  return code;
+}
+#endif
 
 std::size_t parse_bytes(const char* s) {
   char* end = nullptr;
@@ -781,7 +830,8 @@ int main(int argc, char** argv) {
     else if (a == "--nodes" && i + 1 < argc && std::atoi(argv[i + 1]) >= 1)
       opt.nodes = std::atoi(argv[++i]), command += std::string(" ") + argv[i];
     else if (a == "--engine" && i + 1 < argc &&
-             (std::string(argv[i + 1]) == "bootstrap" || std::string(argv[i + 1]) == "nccl"))
+             (std::string(argv[i + 1]) == "bootstrap" || std::string(argv[i + 1]) == "nccl" ||
+              std::string(argv[i + 1]) == "mpi"))
       opt.engine = argv[++i], command += std::string(" ") + argv[i];
     else if (a == "--agg" && i + 1 < argc && std::atoi(argv[i + 1]) >= 1)
       opt.agg = std::atoi(argv[++i]), command += std::string(" ") + argv[i];
@@ -801,7 +851,7 @@ int main(int argc, char** argv) {
                    "[--budget BYTES] [--workers N] [--per-worker BYTES] [--ll-per-worker BYTES] [--ce-min "
                    "BYTES] [--ce-chunk BYTES] "
                    "[--only VARIANT,...] [--ranks N] [--op all_reduce|all_to_all|send_recv] [--agg N] "
-                   "[--nodes N [--engine bootstrap|nccl]]\n",
+                   "[--nodes N [--engine bootstrap|nccl|mpi]]\n",
                    argv[0]);
       return 64;
     }
@@ -826,6 +876,13 @@ int main(int argc, char** argv) {
     return 1;
   }
   const int world = opt.ranks > 0 ? opt.ranks : gpus;
+  if (opt.nodes && opt.engine == "mpi") {
+#if defined(ARK_BENCH_MPI)
+    return run_nodes_mpi(opt, command);
+#else
+    return std::fprintf(stderr, "ark_bench: --engine mpi: this ark_bench was built without MPI\n"), 64;
+#endif
+  }
   ::setenv("NCCL_NVLS_ENABLE", "0", 1); // NVLink multicast stays off on shared machines
   if (opt.nodes) return run_nodes(opt, world, command);
 #if defined(ARK_BENCH_NCCL)

@@ -118,8 +118,14 @@ inline constexpr bool implements = (K == collective::all_reduce &&
 
 /// Runs collective K with algorithm A. `root` is used by broadcast, reduce, gather and scatter only. With
 /// ending::verdict the caller's next step must be a barrier of the scope (see ending).
+/// This and each algorithm's entry are forced inline: a kernel that runs several collectives (a
+/// fused group, a user's kernel) reaches them from several places, where the compiler may keep
+/// them as calls, and with relocatable device code a function called is compiled for the
+/// default register bound, above what the kernel's 512-thread blocks leave: the kernel would not
+/// build. Inlined, each is compiled within the kernel's bound, as a kernel of one call has it.
 template <collective K, class A, ending E = ending::barrier, class Ctx, class T, class Op>
-ARK_HD bool run(const Ctx& ctx, const T* in, T* out, std::size_t count, int root, const Op& op) {
+ARK_HD ARK_FORCEINLINE bool run(const Ctx& ctx, const T* in, T* out, std::size_t count, int root,
+                                const Op& op) {
   if constexpr (K == collective::all_reduce && std::is_same_v<A, algo::one_shot>)
     return all_reduce_one_shot<E>(ctx, in, out, count, op);
   else if constexpr (K == collective::all_reduce && algo::is_one_step<A>)

@@ -24,7 +24,8 @@ ARK_HD bool send_blocks(const Ctx& ctx, const T* in, std::size_t count, std::siz
 
 /// Reduce-scatter: `in` holds world blocks of `count`; rank r gets block r reduced over all ranks.
 template <class Ctx, class T, class Op>
-ARK_HD bool reduce_scatter_direct(const Ctx& ctx, const T* in, T* out, std::size_t count, const Op& op) {
+ARK_HD ARK_FORCEINLINE bool reduce_scatter_direct(const Ctx& ctx, const T* in, T* out, std::size_t count,
+                                                  const Op& op) {
   using B = typename Ctx::backend;
   const int me = ctx.rank();
   const dma::peers all = dma::peers::all();
@@ -77,7 +78,8 @@ ARK_HD bool gather_blocks(const Ctx& ctx, const T* in, T* out, std::size_t count
 
 /// All-gather: every rank's `count` elements land, in rank order, in every rank's `out`.
 template <class Ctx, class T, class Op>
-ARK_HD bool all_gather_direct(const Ctx& ctx, const T* in, T* out, std::size_t count, const Op& op) {
+ARK_HD ARK_FORCEINLINE bool all_gather_direct(const Ctx& ctx, const T* in, T* out, std::size_t count,
+                                              const Op& op) {
   return gather_blocks<true>(ctx, in, out, count, -1, op);
 }
 
@@ -115,7 +117,8 @@ ARK_HD bool from_root(const Ctx& ctx, const T* in, T* out, std::size_t count, in
 
 /// Broadcast: `root`'s `in` lands in every rank's `out`.
 template <class Ctx, class T, class Op>
-ARK_HD bool broadcast_direct(const Ctx& ctx, const T* in, T* out, std::size_t count, int root, const Op& op) {
+ARK_HD ARK_FORCEINLINE bool broadcast_direct(const Ctx& ctx, const T* in, T* out, std::size_t count, int root,
+                                             const Op& op) {
   return from_root<false>(ctx, in, out, count, root, op);
 }
 
@@ -123,7 +126,8 @@ ARK_HD bool broadcast_direct(const Ctx& ctx, const T* in, T* out, std::size_t co
 /// comes first (send_headers): the other ranks open no step of anyone's, and would finish without
 /// an error when the root's call, or a third rank's, differs from theirs.
 template <class Ctx, class T, class Op>
-ARK_HD bool reduce_direct(const Ctx& ctx, const T* in, T* out, std::size_t count, int root, const Op& op) {
+ARK_HD ARK_FORCEINLINE bool reduce_direct(const Ctx& ctx, const T* in, T* out, std::size_t count, int root,
+                                          const Op& op) {
   using B = typename Ctx::backend;
   const bool is_root = ctx.rank() == root;
   const dma::peers all = dma::peers::all();
@@ -147,7 +151,8 @@ ARK_HD bool reduce_direct(const Ctx& ctx, const T* in, T* out, std::size_t count
 /// `out`. Each step sends a piece of every peer's block to that peer alone and opens every
 /// peer's step before storing any output, so every rank's header is checked first.
 template <class Ctx, class T, class Op>
-ARK_HD bool all_to_all_direct(const Ctx& ctx, const T* in, T* out, std::size_t count, const Op& op) {
+ARK_HD ARK_FORCEINLINE bool all_to_all_direct(const Ctx& ctx, const T* in, T* out, std::size_t count,
+                                              const Op& op) {
   using B = typename Ctx::backend;
   const int me = ctx.rank();
   const dma::peers all = dma::peers::all();
@@ -171,14 +176,16 @@ ARK_HD bool all_to_all_direct(const Ctx& ctx, const T* in, T* out, std::size_t c
 /// Gather: every rank's `in` lands as block (rank) of `root`'s `out`. In place at the root when
 /// its `in` is block `root` of its `out`.
 template <class Ctx, class T, class Op>
-ARK_HD bool gather_direct(const Ctx& ctx, const T* in, T* out, std::size_t count, int root, const Op& op) {
+ARK_HD ARK_FORCEINLINE bool gather_direct(const Ctx& ctx, const T* in, T* out, std::size_t count, int root,
+                                          const Op& op) {
   return gather_blocks<false>(ctx, in, out, count, root, op);
 }
 
 /// Scatter: block p (of `count`) of `root`'s `in` lands in rank p's `out`. In place at the root
 /// when its `out` is block `root` of its `in`.
 template <class Ctx, class T, class Op>
-ARK_HD bool scatter_direct(const Ctx& ctx, const T* in, T* out, std::size_t count, int root, const Op& op) {
+ARK_HD ARK_FORCEINLINE bool scatter_direct(const Ctx& ctx, const T* in, T* out, std::size_t count, int root,
+                                           const Op& op) {
   return from_root<true>(ctx, in, out, count, root, op);
 }
 

@@ -188,7 +188,8 @@ ARK_HD bool all_reduce_one_shot_ll(const Ctx& ctx, const T* in, T* out, elem_ran
 } // namespace detail
 
 template <ending E = ending::barrier, class Ctx, class T, class Op>
-ARK_HD bool all_reduce_one_shot(const Ctx& ctx, const T* in, T* out, std::size_t count, const Op& op) {
+ARK_HD ARK_FORCEINLINE bool all_reduce_one_shot(const Ctx& ctx, const T* in, T* out, std::size_t count,
+                                                const Op& op) {
   using B = typename Ctx::backend;
   const dma::peers all = dma::peers::all();
   if constexpr (B::ll) {
@@ -227,7 +228,8 @@ ARK_HD bool all_reduce_one_shot(const Ctx& ctx, const T* in, T* out, std::size_t
 /// 0: any size; two ranks take a path of their own (without all_reduce_one_shot_ll's `Early`,
 /// which slows this kernel, launched from the host).
 template <ending E = ending::barrier, int World = 0, class Ctx, class T, class Op>
-ARK_HD bool all_reduce_one_step(const Ctx& ctx, const T* in, T* out, std::size_t count, const Op& op) {
+ARK_HD ARK_FORCEINLINE bool all_reduce_one_step(const Ctx& ctx, const T* in, T* out, std::size_t count,
+                                                const Op& op) {
   static_assert(Ctx::backend::ll, "ark: algo::one_step runs over LL packets (dma::ll_packet)");
   if constexpr (World != 0) {
     if (ctx.world() != World) {

@@ -67,7 +67,7 @@ struct ring_chunks_blocks {
 };
 
 template <class T, class Ctx, class Chunks, class Op>
-ARK_HD bool ring(const Ctx& ctx, const Chunks& ch, bool rs, bool ag, const Op& op) {
+ARK_HD ARK_FORCEINLINE bool ring(const Ctx& ctx, const Chunks& ch, bool rs, bool ag, const Op& op) {
   using B = typename Ctx::backend;
   const int n = ctx.world(), r = ctx.rank(), next = (r + 1) % n, prev = (r + n - 1) % n;
   const dma::peers to = dma::peers::only(next), from = dma::peers::only(prev);
@@ -146,21 +146,24 @@ ARK_HD bool ring(const Ctx& ctx, const Chunks& ch, bool rs, bool ag, const Op& o
 }
 
 template <class Ctx, class T, class Op>
-ARK_HD bool all_reduce_ring(const Ctx& ctx, const T* in, T* out, std::size_t count, const Op& op) {
+ARK_HD ARK_FORCEINLINE bool all_reduce_ring(const Ctx& ctx, const T* in, T* out, std::size_t count,
+                                            const Op& op) {
   const ring_chunks_all_reduce<T> ch{in, out, ctx.template partition<T>(count), ctx.world(),
                                      ctx.template piece_elems<T>()};
   return ring<T>(ctx, ch, true, true, op);
 }
 
 template <class Ctx, class T, class Op>
-ARK_HD bool reduce_scatter_ring(const Ctx& ctx, const T* in, T* out, std::size_t count, const Op& op) {
+ARK_HD ARK_FORCEINLINE bool reduce_scatter_ring(const Ctx& ctx, const T* in, T* out, std::size_t count,
+                                                const Op& op) {
   const ring_chunks_blocks<T> ch{
       in, out, ctx.template partition<T>(count), count, ctx.template piece_elems<T>(), true};
   return ring<T>(ctx, ch, true, false, op);
 }
 
 template <class Ctx, class T, class Op>
-ARK_HD bool all_gather_ring(const Ctx& ctx, const T* in, T* out, std::size_t count, const Op& op) {
+ARK_HD ARK_FORCEINLINE bool all_gather_ring(const Ctx& ctx, const T* in, T* out, std::size_t count,
+                                            const Op& op) {
   const ring_chunks_blocks<T> ch{
       in, out, ctx.template partition<T>(count), count, ctx.template piece_elems<T>(), false};
   return ring<T>(ctx, ch, false, true, op);

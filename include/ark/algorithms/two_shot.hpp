@@ -12,7 +12,8 @@
 namespace ark::algorithms {
 
 template <class Ctx, class T, class Op>
-ARK_HD bool all_reduce_two_shot(const Ctx& ctx, const T* in, T* out, std::size_t count, const Op& op) {
+ARK_HD ARK_FORCEINLINE bool all_reduce_two_shot(const Ctx& ctx, const T* in, T* out, std::size_t count,
+                                                const Op& op) {
   using B = typename Ctx::backend;
   const dma::peers all = dma::peers::all();
   const int me = ctx.rank(), world = ctx.world();

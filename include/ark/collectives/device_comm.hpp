@@ -44,7 +44,7 @@ namespace detail {
 /// f(a, backend) with the backend B, or the run-time choice's when B is automatic.
 ARK_EXEC_CHECK_DISABLE
 template <collective K, class B, class A, class F>
-ARK_HD bool with_backend(choice c, A a, F& f) {
+ARK_HD ARK_FORCEINLINE bool with_backend(choice c, A a, F& f) {
   if constexpr (!algorithms::implements<K, A>)
     return false; // never chosen for K
   else if constexpr (!std::is_same_v<B, dma::automatic>)
@@ -72,7 +72,7 @@ ARK_HD call_desc describe_call(unsigned workers, int root, std::size_t count) {
 /// resolves the choice on the host so that each launch runs one small kernel.
 ARK_EXEC_CHECK_DISABLE
 template <collective K, class A, class B, class F>
-ARK_HD bool with_choice(choice c, F&& f) {
+ARK_HD ARK_FORCEINLINE bool with_choice(choice c, F&& f) {
   if constexpr (!std::is_same_v<A, algo::automatic>) {
     return detail::with_backend<K, B>(c, A{}, f);
   } else {
@@ -112,8 +112,8 @@ struct device_comm {
   /// Runs collective K with algorithm A over backend B; either may be `automatic`.
   /// Scope-collective. Returns false after a failure, which the control block records.
   template <collective K, class A = algo::automatic, class B = dma::automatic, scope G, element T, class Op>
-  ARK_HD bool run(G& g, unsigned worker, unsigned workers, const T* in, T* out, std::size_t count, int root,
-                  const Op& op) const {
+  ARK_HD ARK_FORCEINLINE bool run(G& g, unsigned worker, unsigned workers, const T* in, T* out,
+                                  std::size_t count, int root, const Op& op) const {
     static_assert(reduce_op<Op, T>,
                   "ark: Op is not a reduction operator for T (see ark/concepts/reduce_op.hpp)");
     if constexpr (std::is_same_v<A, algo::automatic> || std::is_same_v<B, dma::automatic>) {

@@ -151,7 +151,7 @@ struct p2p_backend_of<calls::p2p_call<B>, R...> {
 template <class... C>
 struct call_list {
   template <class F>
-  ARK_HD bool each(F&) const {
+  ARK_HD ARK_FORCEINLINE bool each(F&) const {
     return true;
   }
 };
@@ -160,7 +160,7 @@ struct call_list<C, R...> {
   C head;
   call_list<R...> tail;
   template <class F>
-  ARK_HD bool each(F& f) const {
+  ARK_HD ARK_FORCEINLINE bool each(F& f) const {
     return f(head) && tail.each(f);
   }
 };
@@ -180,8 +180,24 @@ struct fused_work {
   call_list<C...> calls;
   unsigned collective_workers = 0, p2p_workers = 0, small = 0, n = 0;
   p2p_op ops[Np ? Np : 1];
+  /// Runs one collective of the list on this worker, or skips it; false after a failure. (A
+  /// functor, not a lambda, so that it can be forced inline: every call of the list inlines
+  /// into the kernel, which keeps each under the kernel's register bound where the code is
+  /// relocatable and a call not inlined would be compiled for the default bound.)
   template <class G>
-  ARK_HD void operator()(G& g, unsigned worker, unsigned) const {
+  struct run_one {
+    const device_comm<P>& comm;
+    G& g;
+    unsigned worker;
+    ARK_HD ARK_FORCEINLINE bool operator()(const no_call&) const { return true; }
+    template <class K>
+    ARK_HD ARK_FORCEINLINE bool operator()(const K& c) const {
+      return worker >= c.workers || comm.template run<K::kind, typename K::algorithm, typename K::backend>(
+                                        g, worker, c.workers, c.in, c.out, c.count, c.root, c.op);
+    }
+  };
+  template <class G>
+  ARK_HD ARK_FORCEINLINE void operator()(G& g, unsigned worker, unsigned) const {
     if (worker >= collective_workers) {
       if constexpr (Np > 0) {
         const unsigned w = worker - collective_workers;
@@ -196,14 +212,7 @@ struct fused_work {
       }
       return;
     }
-    auto one = [&](const auto& c) {
-      using K = std::decay_t<decltype(c)>;
-      if constexpr (std::is_same_v<K, no_call>)
-        return true;
-      else
-        return worker >= c.workers || comm.template run<K::kind, typename K::algorithm, typename K::backend>(
-                                          g, worker, c.workers, c.in, c.out, c.count, c.root, c.op);
-    };
+    run_one<G> one{comm, g, worker};
     calls.each(one);
   }
 };

@@ -179,6 +179,7 @@ TEST_CASE("fused groups: sends and receives alone over named backends and depths
       all_pairs(ark::dma::thread_copy<1>{});
       all_pairs(ark::dma::thread_copy<4>{});
       all_pairs(ark::dma::ll_packet<2>{});
+      all_pairs(ark::dma::proxy_engine<2>{}); // the CPU proxy serves the engine's queues
       // collectives alone, within two blocks
       ark::call_options<host> two;
       two.max_ctas = 2;
@@ -207,6 +208,29 @@ TEST_CASE("fused groups: sends and receives alone over named backends and depths
       CHECK(bad[r] == 0);
     }
   }
+}
+
+TEST_CASE("fused groups: sends and receives over the copy engine served by device graphs (host model), "
+          "beside a collective") {
+  auto cfg = small_config();
+  cfg.engine = ark::engine_path::device_graphs;
+  test_world w(3, cfg);
+  std::vector<std::size_t> bad(3, 0);
+  w.run([&](comm_t& c, int rank) {
+    using B = ark::dma::proxy_engine<4>;
+    const int next = (rank + 1) % 3, prev = (rank + 2) % 3;
+    std::vector<std::int32_t> x(777, rank + 1), y(777 + guard, -1), s(2000, rank * 10), r(2000 + guard, -1);
+    for (int k = 0; k < 3; ++k) {
+      c.group(ark::calls::recv<B>(r.data(), s.size(), prev),
+              ark::calls::all_reduce(x.data(), y.data(), x.size()),
+              ark::calls::send<B>(s.data(), s.size(), next));
+      c.synchronize();
+      for (std::size_t i = 0; i < x.size(); ++i) bad[rank] += y[i] != 6;
+      for (std::size_t i = 0; i < s.size(); ++i) bad[rank] += r[i] != prev * 10;
+      bad[rank] += poisoned_wrong(y, x.size(), -1) + poisoned_wrong(r, s.size(), -1);
+    }
+  });
+  for (int r = 0; r < 3; ++r) CHECK(bad[r] == 0);
 }
 
 TEST_CASE("fused groups: inside group_start a fused group runs after the batches before it, and "

@@ -362,8 +362,10 @@ public:
         {}};
     std::copy(ops.begin(), ops.end(), work.ops);
     const auto turn = rt_.join_previous(o);
-    engines_.template enqueue<dma::thread_copy<1>>(rt_, turn.s,
-                                                   launch_shape{cw + pw, rt_.cfg().tuning.threads}, work);
+    // a queue backend's sends (dma::proxy_engine) are enqueued as its own calls are: with the
+    // device-graph launcher beside the kernel where graphs serve it
+    using Bl = std::conditional_t<dma::queue_backend<Bp>, Bp, dma::thread_copy<1>>;
+    engines_.template enqueue<Bl>(rt_, turn.s, launch_shape{cw + pw, rt_.cfg().tuning.threads}, work);
     rt_.mark_call(turn);
     rt_.after_launch(call);
   }

@@ -210,6 +210,47 @@ TEST_CASE("fused groups: sends and receives alone over named backends and depths
   }
 }
 
+TEST_CASE("fused groups: ranks with and without sends plan their collectives alike within max_ctas; "
+          "call_options::workers sets both halves") {
+  test_world w(3);
+  std::vector<std::size_t> bad(3, 0);
+  std::vector<std::string> msg(3);
+  w.run([&](comm_t& c, int rank) {
+    namespace calls = ark::calls;
+    ark::call_options<host> three;
+    three.max_ctas = 3;
+    std::vector<float> x(30000, float(rank + 1)), y(30000 + guard, -1.0f), s(500, 7.0f),
+        r(500 + guard, -1.0f);
+    for (int k = 0; k < 2; ++k) {
+      if (rank == 0)
+        c.group(three, calls::all_reduce(x.data(), y.data(), x.size()), calls::send(s.data(), s.size(), 1));
+      else if (rank == 1)
+        c.group(three, calls::recv(r.data(), s.size(), 0), calls::all_reduce(x.data(), y.data(), x.size()));
+      else
+        c.group(three, calls::all_reduce(x.data(), y.data(), x.size())); // no send of its own
+      c.synchronize();
+      for (std::size_t i = 0; i < x.size(); ++i) bad[rank] += y[i] != 6.0f;
+      bad[rank] += poisoned_wrong(y, x.size(), -1.0f);
+      if (rank == 1) {
+        for (std::size_t i = 0; i < s.size(); ++i) bad[rank] += r[i] != 7.0f;
+        bad[rank] += poisoned_wrong(r, s.size(), -1.0f);
+      }
+    }
+    ark::call_options<host> two_each = three;
+    two_each.workers = 2; // two for the all-reduce and two for the sends: more than three blocks
+    msg[rank] = message_of<ark::invalid_argument>([&] {
+      c.group(two_each, calls::all_reduce(x.data(), y.data(), x.size()), calls::send(s.data(), 1, rank),
+              calls::recv(r.data(), 1, rank));
+    });
+  });
+  for (int r = 0; r < 3; ++r) {
+    CAPTURE(msg[r]);
+    CHECK(bad[r] == 0);
+    CHECK(
+        contains(msg[r], "group: call 0, planned within 1 blocks: all_reduce: workers 2 exceeds max_ctas 1"));
+  }
+}
+
 TEST_CASE("fused groups: sends and receives over the copy engine served by device graphs (host model), "
           "beside a collective") {
   auto cfg = small_config();
@@ -289,6 +330,7 @@ TEST_CASE("fused groups: refused whole before anything launches, nothing written
     });
     launches[rank] = c.launches() - before;
     for (float x : b) touched[rank] += x != -1.0f;
+    for (float x : a) touched[rank] += x != 1.0f;
   });
   const char* expect[] = {"group (call 1, all_gather): send buffer is null",
                           "call 0 writes a buffer that call 1 reads",
@@ -311,12 +353,10 @@ TEST_CASE("fused groups: refused whole before anything launches, nothing written
   auto cfg = small_config();
   cfg.timeout = std::chrono::milliseconds(400);
   test_world t(2, cfg);
-  std::vector<int> out(100, -1);
   const auto errs = t.try_run([&](comm_t& c, int rank) {
     std::vector<int> in(100, 7);
     if (rank == 0) c.group(ark::calls::send(in.data(), in.size(), 1));
     c.synchronize();
-    (void)out;
   });
   REQUIRE(errs[0]);
   CHECK(message_of<ark::timeout_error>([&] { std::rethrow_exception(errs[0]); }) != "no exception");

@@ -258,9 +258,11 @@ public:
   /// at once, as in an NCCL group: a buffer that one call writes may not be another's (refused).
   /// Each call is checked as it would be alone, and the group refused whole before anything
   /// launches. The collectives run staged (never the copy engine or zero-copy) with the workers
-  /// their plans give; the sends and receives take their point-to-point workers first, within
-  /// block_cap() and max_ctas for the whole launch. Inside group_start/group_end it runs at
-  /// once, after the batches before it.
+  /// their plans give, within block_cap() and max_ctas for the whole launch less the
+  /// point-to-point workers' share (reserved on every rank, so that the collectives' workers do
+  /// not depend on a rank's own sends); call_options::workers sets each collective's workers
+  /// and the sends' and receives' alike. Inside group_start/group_end it runs at once, after the
+  /// batches before it.
   template <detail::fused_call... C>
   requires(sizeof...(C) > 0) void group(const C&... calls) { group(call_options<P>{}, calls...); }
   template <detail::fused_call... C>
@@ -308,24 +310,29 @@ public:
     (check(calls), ...);
     check_fused_overlap(used);
     if (np) check_p2p_group(*this, g, call);
-    // the launch's blocks: the point-to-point workers first, the collectives' plans within the rest
+    // The launch's blocks: the collectives' plans within what a call may use less the
+    // point-to-point workers' share, reserved whether or not this rank has sends or receives
+    // (the same collectives must get the same workers on every rank, whose sends are their own).
     unsigned cap = rt_.block_cap();
     if (o.max_ctas > 0)
       cap = cap ? std::min(cap, static_cast<unsigned>(o.max_ctas)) : static_cast<unsigned>(o.max_ctas);
-    if (np && collectives && cap == 1)
+    unsigned reserved = 0; // the point-to-point workers a group of this list may have
+    if (rt_.lay().p2p > 0 && !(collectives && cap == 1))
+      reserved = p2p_workers_of(rt_, o, collectives && cap ? cap - 1 : cap);
+    if (np && !reserved)
       detail::throw_invalid(call, "a group of collectives and sends or receives needs two blocks at least; "
                                   "max_ctas or block_cap() leaves one");
-    const unsigned pw = np ? p2p_workers_of(rt_, o, collectives && cap ? cap - 1 : cap) : 0;
+    const unsigned pw = np ? reserved : 0;
     call_options<P> oc = o;
-    if (cap && pw) {
-      if (collectives && pw >= cap)
-        detail::throw_invalid(call, "workers " + std::to_string(pw) +
+    if (cap && reserved && collectives) {
+      if (reserved >= cap)
+        detail::throw_invalid(call, "workers " + std::to_string(reserved) +
                                         " for the sends and receives leave the "
                                         "collectives none of the " +
                                         std::to_string(cap) + " blocks a call may use");
-      oc.max_ctas = static_cast<int>(cap - pw);
+      oc.max_ctas = static_cast<int>(cap - reserved);
     }
-    unsigned cw = 0;
+    unsigned cw = 0, planned = 0;
     auto plan_one = [&](auto& c) {
       using K = std::decay_t<decltype(c)>;
       if constexpr (detail::is_collective_call<K>) {
@@ -335,12 +342,20 @@ public:
               detail::check_backend<decltype(b)>(rt_.lay(), to_string(K::kind));
               return true;
             });
-        c.workers =
-            detail::plan_call<K::kind, typename K::algorithm, typename K::backend, T>(rt_, c.count, oc).ctas;
+        try {
+          c.workers =
+              detail::plan_call<K::kind, typename K::algorithm, typename K::backend, T>(rt_, c.count, oc)
+                  .ctas;
+        } catch (const invalid_argument& e) { // name the call's place, and the blocks it was planned in
+          detail::throw_invalid(call,
+                                "call " + std::to_string(planned) + ", planned within " +
+                                    (oc.max_ctas > 0 ? std::to_string(oc.max_ctas) : std::string("all")) +
+                                    " blocks: " + e.what());
+        }
         cw = std::max(cw, c.workers);
       }
     };
-    (plan_one(calls), ...);
+    ((plan_one(calls), ++planned), ...);
     detail::check_block_cap(rt_, call, cw + pw);
     std::vector<p2p_op> ops = joined(g, rank());
     unsigned small = 0;
@@ -643,8 +658,6 @@ private:
       }
   }
 
-  /// Launches a checked group on the point-to-point workers over backend B, each send to this rank
-  /// joined to its receive from it (in order; one local copy each).
   /// A checked group's operations as the workers run them: each send to this rank joined to
   /// its receive from it, in order (one local copy each).
   static std::vector<p2p_op> joined(const pending& g, int rank) {

@@ -411,24 +411,8 @@ struct add_one {
 
 TEST_CASE("groups: a group's collectives run in batches, one launch a batch, before its sends and "
           "receives; results exact, worlds 1-5") {
-  for (int world : {1, 2, 3, 5}) {
-    CAPTURE(world);
-    test_world w(world);
-    std::vector<std::size_t> bad(world, 0);
-    std::vector<std::uint64_t> launches(world, 0);
-    w.run([&](comm_t& c, int rank) {
-      for (int k = 0; k < 3; ++k) {
-        std::uint64_t l = 0;
-        bad[rank] += mixed_group_wrong(c, rank, k, l);
-        launches[rank] = std::max(launches[rank], l);
-      }
-    });
-    for (int r = 0; r < world; ++r) {
-      CHECK(bad[r] == 0);
-      // all-reduces, reduce-scatter, all-gathers, broadcast, reduce, the sends and receives
-      CHECK(launches[r] == 6);
-    }
-  }
+  // all-reduces, reduce-scatter, all-gathers, broadcast, reduce, the sends and receives
+  check_rounds({1, 2, 3, 5}, 3, 6, mixed_group_wrong);
 }
 
 TEST_CASE("groups: batches break at another dtype, op, backend or options, and hold at most "

@@ -123,24 +123,7 @@ std::size_t every_kind_wrong(comm_t& c, int rank, int k, std::uint64_t& launches
 
 TEST_CASE("fused groups: every collective kind, sends and receives (LL-sized, large, to itself) in one "
           "launch; results exact, worlds 1-5, repeated") {
-  for (int world : {1, 2, 3, 4, 5}) {
-    CAPTURE(world);
-    test_world w(world);
-    std::vector<std::size_t> bad(world, 0);
-    std::vector<std::uint64_t> launches(world, 0);
-    w.run([&](comm_t& c, int rank) {
-      for (int k = 0; k < 3; ++k) {
-        std::uint64_t l = 0;
-        bad[rank] += every_kind_wrong(c, rank, k, l);
-        launches[rank] = std::max(launches[rank], l);
-      }
-    });
-    for (int r = 0; r < world; ++r) {
-      CAPTURE(r);
-      CHECK(bad[r] == 0);
-      CHECK(launches[r] == 1);
-    }
-  }
+  check_rounds({1, 2, 3, 4, 5}, 3, 1, every_kind_wrong);
 }
 
 TEST_CASE("fused groups: sends and receives alone over named backends and depths, all pairs with "

@@ -11,13 +11,16 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <condition_variable>
 #include <cstring>
 #include <exception>
 #include <functional>
+#include <initializer_list>
 #include <limits>
 #include <mutex>
 #include <string>
@@ -154,6 +157,31 @@ private:
 };
 
 using test_world = basic_world<host>;
+
+/// For each world: `rounds` rounds of wrong(comm, rank, k, launches) on every rank, each returning
+/// the elements it got wrong and setting the launches its round made; checks that no rank got
+/// one wrong and that every round made `launches` launches.
+template <class F>
+void check_rounds(std::initializer_list<int> worlds, int rounds, std::uint64_t launches, F wrong) {
+  for (int world : worlds) {
+    CAPTURE(world);
+    test_world w(world);
+    std::vector<std::size_t> bad(world, 0);
+    std::vector<std::uint64_t> most(world, 0);
+    w.run([&](comm_t& c, int rank) {
+      for (int k = 0; k < rounds; ++k) {
+        std::uint64_t l = 0;
+        bad[rank] += wrong(c, rank, k, l);
+        most[rank] = std::max(most[rank], l);
+      }
+    });
+    for (int r = 0; r < world; ++r) {
+      CAPTURE(r);
+      CHECK(bad[r] == 0);
+      CHECK(most[r] == launches);
+    }
+  }
+}
 
 /// The message of the E that f throws ("no exception" if none).
 template <class E, class F>

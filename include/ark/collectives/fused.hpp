@@ -17,6 +17,7 @@
 #include "ark/collectives/device_comm.hpp"
 
 #include <cstddef>
+#include <cstdint>
 #include <type_traits>
 
 namespace ark {
@@ -44,13 +45,17 @@ struct collective_call {
   unsigned workers = 0;
 };
 
-/// A send or a receive of a fused group over backend B (automatic: by its size, as
-/// communicator::send picks).
-template <class B>
+/// A send or a receive (`kind`, p2p_op's) of `count` elements of T at `buf` with `peer`, in a
+/// fused group over backend B (automatic: by its size, as communicator::send picks).
+template <class B, class T>
 struct p2p_call {
   static_assert(!std::is_same_v<B, dma::copy_engine>, "ark: send and recv run over a channel backend");
   using backend = B;
-  p2p_op op;
+  using element_type = T;
+  std::uint8_t kind;
+  const T* buf;
+  std::size_t count;
+  int peer;
 };
 
 template <class A = algo::automatic, class B = dma::automatic, element T, class Op = op::sum>
@@ -94,13 +99,13 @@ collective_call<collective::scatter, algo::direct, B, T, op::sum> scatter(const 
 }
 /// `count` elements at `buf` to rank `peer`, which receives them with a recv in its group.
 template <class B = dma::automatic, element T>
-p2p_call<B> send(const T* buf, std::size_t count, int peer) {
-  return {make_p2p_op<T>(p2p_op::send, buf, count, peer)};
+p2p_call<B, T> send(const T* buf, std::size_t count, int peer) {
+  return {p2p_op::send, buf, count, peer};
 }
 /// `count` elements from rank `peer` into `buf`.
 template <class B = dma::automatic, element T>
-p2p_call<B> recv(T* buf, std::size_t count, int peer) {
-  return {make_p2p_op<T>(p2p_op::recv, buf, count, peer)};
+p2p_call<B, T> recv(T* buf, std::size_t count, int peer) {
+  return {p2p_op::recv, buf, count, peer};
 }
 
 } // namespace calls
@@ -113,8 +118,8 @@ template <collective K, class A, class B, class T, class Op>
 inline constexpr bool is_collective_call<calls::collective_call<K, A, B, T, Op>> = true;
 template <class C>
 inline constexpr bool is_p2p_call = false;
-template <class B>
-inline constexpr bool is_p2p_call<calls::p2p_call<B>> = true;
+template <class B, class T>
+inline constexpr bool is_p2p_call<calls::p2p_call<B, T>> = true;
 template <class C>
 concept fused_call = is_collective_call<C> || is_p2p_call<C>;
 
@@ -140,9 +145,9 @@ struct p2p_backend_of {
 };
 template <class C, class... R>
 struct p2p_backend_of<C, R...> : p2p_backend_of<R...> {};
-template <class B, class... R>
-struct p2p_backend_of<calls::p2p_call<B>, R...> {
-  static_assert(((!is_p2p_call<R> || std::is_same_v<R, calls::p2p_call<B>>)&&...),
+template <class B, class T, class... R>
+struct p2p_backend_of<calls::p2p_call<B, T>, R...> {
+  static_assert(((!is_p2p_call<R> || std::is_same_v<typename R::backend, B>)&&...),
                 "ark: a group's sends and receives run over one backend: these name several");
   using type = B;
 };

@@ -17,7 +17,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
-#include <limits>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -281,29 +280,23 @@ public:
     unsigned index = 0;
     auto check = [&](const auto& c) {
       using K = std::decay_t<decltype(c)>;
+      using T = typename K::element_type;
       const std::string name = std::string(call) + " (call " + std::to_string(index) + ", ";
       if constexpr (detail::is_collective_call<K>) {
-        using T = typename K::element_type;
         const std::string n = name + to_string(K::kind) + ")";
         detail::check_collective<K::kind>(n.c_str(), c.in, c.out, c.count, c.root, rank(), world());
         const detail::collective_extent e = detail::extent_of<K::kind>(c.count, c.root, rank(), world());
         if (e.uses_in) used.push_back({c.in, e.in * sizeof(T), false, index});
         if (e.uses_out) used.push_back({c.out, e.out * sizeof(T), true, index});
       } else {
-        const p2p_op& op = c.op;
-        const bool recv = op.kind == p2p_op::recv;
+        const bool recv = c.kind == p2p_op::recv;
         const std::string n = name + (recv ? "recv)" : "send)");
-        if (op.count > std::numeric_limits<std::size_t>::max() / op.elem / 2)
-          detail::throw_invalid(n.c_str(), "count " + std::to_string(op.count) + " is too large");
-        const void* buf = reinterpret_cast<const void*>(op.buf);
-        if (op.count && !buf)
-          detail::throw_invalid(n.c_str(), "buffer is null but count is " + std::to_string(op.count));
-        if (op.buf % op.elem)
-          detail::throw_invalid(n.c_str(), "buffer " + detail::pointer_name(buf) +
-                                               " is not aligned to its element type");
+        detail::check_elements<T>(n.c_str(), c.count, 1); // as communicator::send and recv check
+        detail::check_buffer(n.c_str(), "buffer", c.buf, c.count);
+        const p2p_op op = make_p2p_op<T>(c.kind, c.buf, c.count, c.peer);
         check_p2p<Bp>(n.c_str(), op, o);
         g.ops.push_back(op);
-        used.push_back({buf, op.count * op.elem, recv, index});
+        used.push_back({c.buf, c.count * sizeof(T), recv, index});
       }
       ++index;
     };

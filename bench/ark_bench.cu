@@ -14,15 +14,17 @@
 // buffer; eager only: its flags carry a per-call epoch, so it is not captured; from --ce-min up),
 // zero_copy (algo::zero_copy, reading the registered buffers in place: with --registered, which
 // registers the input too, so that ark_auto reads in place from tuning::zero_copy_min_bytes as
-// well), dynamic (ark_auto with the sum named at run time, op::dynamic: the op the NCCL API
-// passes, so that its rows against `nccl` under the shim show the shim's own cost; eager and graph)
-// and nccl. Prints nccl-tests columns (size, time, algbw, busbw, check) plus ark's time over
-// NCCL's in the same mode (device mode is compared with NCCL's graph mode, its fair floor), and
-// writes a CSV. Each time is the median of three timed runs of N calls. All-to-all and send/recv
-// run ark_auto, ll (LL packets named) and nccl, in the three modes (device mode: a kernel calling
-// device_comm::all_to_all, or device_comm::p2p on the group of the send and the receive, on the
-// blocks the host call would use); sizes are what one rank sends in all (all-to-all: world
-// blocks), busbw as nccl-tests: all-to-all algbw x (n-1)/n, send/recv algbw.
+// well), zc_tma and zc_ce (the same over dma::tma<4> and dma::proxy_engine<4>: the reduced
+// chunks pushed by bulk copies or the copy engine; eager and graph), dynamic (ark_auto with the
+// sum named at run time, op::dynamic: the op the NCCL API passes, so that its rows against `nccl`
+// under the shim show the shim's own cost; eager and graph) and nccl. Prints nccl-tests columns
+// (size, time, algbw, busbw, check) plus ark's time over NCCL's in the same mode (device mode is
+// compared with NCCL's graph mode, its fair floor), and writes a CSV. Each time is the median of
+// three timed runs of N calls. All-to-all and send/recv run ark_auto, ll (LL packets named) and
+// nccl, in the three modes (device mode: a kernel calling device_comm::all_to_all, or
+// device_comm::p2p on the group of the send and the receive, on the blocks the host call would
+// use); sizes are what one rank sends in all (all-to-all: world blocks), busbw as nccl-tests:
+// all-to-all algbw x (n-1)/n, send/recv algbw.
 //
 // clang-format off
 //   build/bench/ark_bench [--min BYTES] [--max BYTES] [--csv FILE] [--quick] [--no-early]
@@ -87,9 +89,22 @@ using comm_t = ark::communicator<gpu>;
 enum class mode { eager, graph, device };
 const char* mode_name(mode m) { return m == mode::eager ? "eager" : m == mode::graph ? "graph" : "device"; }
 
-enum class variant { ark_auto, one_shot, one_step, two_shot, ring, ce, ll, nccl, zero_copy, dynamic };
-constexpr const char* variant_names[] = {"ark_auto", "one_shot", "one_step", "two_shot",  "ring",
-                                         "ce",       "ll",       "nccl",     "zero_copy", "dynamic"};
+enum class variant {
+  ark_auto,
+  one_shot,
+  one_step,
+  two_shot,
+  ring,
+  ce,
+  ll,
+  nccl,
+  zero_copy,
+  zc_tma,
+  zc_ce,
+  dynamic
+};
+constexpr const char* variant_names[] = {"ark_auto", "one_shot", "one_step",  "two_shot", "ring",  "ce",
+                                         "ll",       "nccl",     "zero_copy", "zc_tma",   "zc_ce", "dynamic"};
 
 /// What is measured (--op).
 enum class op_kind { all_reduce, all_to_all, send_recv };
@@ -235,9 +250,9 @@ public:
 
   void run() {
     for (std::size_t bytes = s_.opt.min_bytes; bytes <= s_.opt.max_bytes; bytes *= 2)
-      for (variant v :
-           {variant::nccl, variant::ark_auto, variant::one_shot, variant::one_step, variant::two_shot,
-            variant::ring, variant::zero_copy, variant::ce, variant::ll, variant::dynamic})
+      for (variant v : {variant::nccl, variant::ark_auto, variant::one_shot, variant::one_step,
+                        variant::two_shot, variant::ring, variant::zero_copy, variant::zc_tma, variant::zc_ce,
+                        variant::ce, variant::ll, variant::dynamic})
         for (mode m : {mode::eager, mode::graph, mode::device}) {
 #if !defined(ARK_BENCH_NCCL)
           if (v == variant::nccl) continue;
@@ -251,7 +266,9 @@ public:
           if ((v == variant::nccl || v == variant::dynamic) && m == mode::device) continue;
           if (v == variant::ce && (m != mode::eager || bytes < s_.opt.ce_min)) continue;
           if (v == variant::one_step && !fits_one_step(bytes)) continue;
-          if (v == variant::zero_copy && !s_.opt.registered) continue;
+          const bool zc = v == variant::zero_copy || v == variant::zc_tma || v == variant::zc_ce;
+          if (zc && !s_.opt.registered) continue;
+          if ((v == variant::zc_tma || v == variant::zc_ce) && m == mode::device) continue;
           measure(bytes, v, m);
         }
   }
@@ -330,6 +347,12 @@ private:
       break;
     case variant::zero_copy:
       comm_->all_reduce<ark::algo::zero_copy>(in(), out(), n, ark::op::sum{}, on_);
+      break;
+    case variant::zc_tma:
+      comm_->all_reduce<ark::algo::zero_copy, ark::dma::tma<4>>(in(), out(), n, ark::op::sum{}, on_);
+      break;
+    case variant::zc_ce:
+      comm_->all_reduce<ark::algo::zero_copy, ark::dma::proxy_engine<4>>(in(), out(), n, ark::op::sum{}, on_);
       break;
     case variant::ce:
       comm_->all_reduce<ark::algo::automatic, ark::dma::copy_engine>(in(), out(), n, ark::op::sum{}, on_);
@@ -863,7 +886,7 @@ int main(int argc, char** argv) {
     if (v == std::end(variant_names)) {
       std::fprintf(stderr,
                    "%s: --only: no variant '%s' (ark_auto, one_shot, one_step, two_shot, ring, zero_copy, "
-                   "ce, ll, nccl, dynamic)\n",
+                   "zc_tma, zc_ce, ce, ll, nccl, dynamic)\n",
                    argv[0], name.c_str());
       return 64;
     }

@@ -17,8 +17,11 @@ using namespace ark_test;
 
 namespace {
 
-using zero_copy_depths = type_list<ark::dma::thread_copy<1>, ark::dma::thread_copy<2>,
-                                   ark::dma::thread_copy<4>, ark::dma::thread_copy<8>>;
+// thread copies, and the copy engine through the CPU proxy (the engine moves what needs no
+// reduction; dma::tma, the other engine backend, runs on sm_90 GPUs alone: tests/gpu)
+using zero_copy_depths =
+    type_list<ark::dma::thread_copy<1>, ark::dma::thread_copy<2>, ark::dma::thread_copy<4>,
+              ark::dma::thread_copy<8>, ark::dma::proxy_engine<1>, ark::dma::proxy_engine<4>>;
 const std::vector<int> worlds{1, 2, 3, 4, 5, 8};
 
 /// Every depth with sum, and every op over the automatic backend (thread copies of the default
@@ -35,6 +38,7 @@ void zero_copy_matrix(Ops ops) {
 /// (host-platform) kernel, over symmetric views, as a GPU kernel would call them. One a launch:
 /// a worker's call syncs with the same worker of its peers only, and the next collective's
 /// shares are not the last one's (device_comm.hpp: join the blocks first).
+template <class B>
 struct zero_copy_kernel {
   ark::device_comm<host> comm;
   int which;
@@ -45,12 +49,12 @@ struct zero_copy_kernel {
   template <class Ctx>
   bool operator()(const Ctx& ctx) const {
     const std::size_t block = count / static_cast<std::size_t>(comm.world());
-    if (which == 0) return comm.all_reduce(ctx.g, ctx.worker, ctx.workers, in, sum, count);
+    if (which == 0) return comm.template all_reduce<B>(ctx.g, ctx.worker, ctx.workers, in, sum, count);
     if (which == 1)
-      return comm.reduce_scatter(ctx.g, ctx.worker, ctx.workers, ark::symmetric<const float>(sum), mine,
-                                 block, ark::op::max{});
-    return comm.all_gather(ctx.g, ctx.worker, ctx.workers, ark::symmetric<const float>(blocks), blocks.local,
-                           block);
+      return comm.template reduce_scatter<B>(ctx.g, ctx.worker, ctx.workers, ark::symmetric<const float>(sum),
+                                             mine, block, ark::op::max{});
+    return comm.template all_gather<B>(ctx.g, ctx.worker, ctx.workers, ark::symmetric<const float>(blocks),
+                                       blocks.local, block);
   }
 };
 
@@ -110,7 +114,7 @@ TEST_CASE("zero-copy: the automatic choice takes it for registered buffers from 
     bad[rank] += p_reg.algorithm != zc;
     bad[rank] += p_plain.algorithm == zc;
     bad[rank] += p_reg.scratch_bytes >= p_plain.scratch_bytes;
-    // small, or a backend named other than thread copies, or the copy engine alone: staged
+    // small, or LL packets named: staged; thread copies or an engine named: zero-copy
     bad[rank] += c.plan<K::value>(reg.data(), reg.data() + big, small).algorithm == zc;
     bad[rank] +=
         c.plan<K::value, ark::algo::automatic, ark::dma::ll_packet<2>>(reg.data(), reg.data() + big, big)
@@ -118,6 +122,9 @@ TEST_CASE("zero-copy: the automatic choice takes it for registered buffers from 
     bad[rank] +=
         c.plan<K::value, ark::algo::automatic, ark::dma::thread_copy<2>>(reg.data(), reg.data() + big, big)
             .algorithm != zc;
+    const auto p_engine =
+        c.plan<K::value, ark::algo::automatic, ark::dma::proxy_engine<2>>(reg.data(), reg.data() + big, big);
+    bad[rank] += p_engine.algorithm != zc || p_engine.backend != ark::dma::proxy_engine<2>::id;
     bad[rank] +=
         c.plan<ark::collective::reduce_scatter>(reg.data(), reg.data() + 3 * big, big).algorithm != zc;
     bad[rank] += c.plan<ark::collective::all_gather>(reg.data(), reg.data() + big, big).algorithm != zc;
@@ -172,9 +179,10 @@ TEST_CASE("zero-copy calls between staged ones on the same workers: 20 rounds, e
   for (int r = 0; r < 4; ++r) CHECK(bad[r] == 0);
 }
 
-TEST_CASE("zero-copy: device-side, from the user's own kernel over symmetric views, several workers") {
-  for (int world : {2, 3}) {
-    CAPTURE(world);
+TEST_CASE("zero-copy: device-side, from the user's own kernel over symmetric views, several workers, "
+          "thread copies and the copy engine") {
+  auto each = [](int world, auto backend) {
+    using B = decltype(backend);
     test_world w(world);
     std::vector<std::size_t> bad(world, 0);
     w.run([&](comm_t& c, int rank) {
@@ -188,10 +196,9 @@ TEST_CASE("zero-copy: device-side, from the user's own kernel over symmetric vie
       for (std::size_t i = 0; i < block; ++i) blocks[rank * block + i] = static_cast<float>(rank * 1000 + i);
       const float total = static_cast<float>(world * (world + 1) / 2);
       for (int which = 0; which < 3; ++which)
-        c.launch<ark::dma::thread_copy<2>>(
-            zero_copy_kernel{c.device_handle(), which, c.symmetric<const float>(in, n), c.symmetric(sum, n),
-                             c.symmetric(blocks, n), mine.data(), n},
-            3);
+        c.launch<B>(zero_copy_kernel<B>{c.device_handle(), which, c.symmetric<const float>(in, n),
+                                        c.symmetric(sum, n), c.symmetric(blocks, n), mine.data(), n},
+                    3);
       c.synchronize();
       for (std::size_t i = 0; i < n; ++i) bad[rank] += sum[i] != total * static_cast<float>(i % 9);
       for (std::size_t i = 0; i < block; ++i)
@@ -202,6 +209,11 @@ TEST_CASE("zero-copy: device-side, from the user's own kernel over symmetric vie
       c.deregister_buffer(reg.data());
     });
     for (int r = 0; r < world; ++r) CHECK(bad[r] == 0);
+  };
+  for (int world : {2, 3}) {
+    CAPTURE(world);
+    each(world, ark::dma::thread_copy<2>{});
+    each(world, ark::dma::proxy_engine<2>{});
   }
 }
 
@@ -241,6 +253,36 @@ TEST_CASE("zero-copy: buffers not registered are refused before anything runs, t
     CHECK(contains(m[3], "register the send buffer"));
     CHECK(contains(m[4], "register the recv buffer"));
     CHECK(contains(m[5], "not inside a buffer registered"));
+  }
+}
+
+TEST_CASE("zero-copy over device graphs: named, refused before anything runs; automatic, staged and right") {
+  auto cfg = small_config();
+  cfg.engine = ark::engine_path::device_graphs;
+  test_world w(2, cfg);
+  std::vector<std::string> msgs(2);
+  std::vector<std::size_t> bad(2, 0);
+  w.run([&](comm_t& c, int rank) {
+    using B = ark::dma::proxy_engine<2>;
+    const std::size_t n = c.configuration().tuning.zero_copy_min_bytes / sizeof(float) + 5;
+    std::vector<float> reg(2 * n);
+    c.register_buffer(reg.data(), reg.size() * sizeof(float));
+    std::fill(reg.begin(), reg.begin() + n, static_cast<float>(rank + 1));
+    std::fill(reg.begin() + n, reg.end(), -2.0f);
+    msgs[rank] = message_of<ark::invalid_argument>(
+        [&] { c.all_reduce<ark::algo::zero_copy, B>(reg.data(), reg.data() + n, n); });
+    for (std::size_t i = n; i < 2 * n; ++i) bad[rank] += reg[i] != -2.0f;
+    // the automatic choice over the same engine takes the staged path, which device graphs serve
+    bad[rank] += c.plan<ark::collective::all_reduce, ark::algo::automatic, B>(reg.data(), reg.data() + n, n)
+                     .algorithm == ark::algo::zero_copy::id;
+    c.all_reduce<ark::algo::automatic, B>(reg.data(), reg.data() + n, n);
+    c.synchronize();
+    for (std::size_t i = n; i < 2 * n; ++i) bad[rank] += reg[i] != 3.0f;
+    c.deregister_buffer(reg.data());
+  });
+  for (int r = 0; r < 2; ++r) {
+    CHECK(bad[r] == 0);
+    CHECK(contains(msgs[r], "all_reduce: algo::zero_copy over dma::proxy_engine needs engine_path::proxy"));
   }
 }
 

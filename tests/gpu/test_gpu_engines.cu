@@ -1,9 +1,10 @@
 // DMA engines on GPUs against the host reference: the copy engine driven by GPU threads through
 // the CPU proxy (dma::proxy_engine) or through device-launched copy graphs with no CPU
 // (engine_path::device_graphs), and the TMA bulk-copy unit (dma::tma, sm_90): every
-// all-reduce algorithm x depth 1/2/4/8, the other collectives, odd sizes, in place; the
-// copy-engine collectives with no kernel moving bytes (dma::copy_engine: all_reduce, and
-// all_gather / broadcast through max_ctas = 0); an SM budget; a peer that never joins.
+// all-reduce algorithm x depth 1/2/4/8, the other collectives, odd sizes, in place; zero-copy
+// over registered buffers through each engine; the copy-engine collectives with no kernel moving
+// bytes (dma::copy_engine: all_reduce, and all_gather / broadcast through max_ctas = 0); an SM
+// budget; a peer that never joins.
 #include "gpu_support.hpp"
 
 #include <algorithm>
@@ -31,6 +32,19 @@ gpu_comm::config engine_config(ark::engine_path path = ark::engine_path::proxy) 
 template <ark::collective K, class T, class Algos, class Backends, class Ops>
 void engine_matrix(Algos a, Backends b, Ops o, ark::engine_path path = ark::engine_path::proxy) {
   run_matrix<K, T, gpu>(a, b, o, engine_config(path), gpu_worlds(), gpu_sizes());
+}
+
+/// Zero-copy over engine backend B (algorithms/zero_copy.hpp): the buffers registered, every
+/// collective it serves, in place and not; the engine's copies move what needs no reduction.
+template <class B>
+void engine_zero_copy() {
+  using zc = type_list<ark::algo::zero_copy>;
+  run_matrix<ark::collective::all_reduce, float, gpu>(zc{}, type_list<B>{}, all_ops{}, engine_config(),
+                                                      gpu_worlds(), gpu_sizes(), true);
+  run_matrix<ark::collective::reduce_scatter, ark::bf16, gpu>(
+      zc{}, type_list<B>{}, sum_only{}, engine_config(), gpu_worlds(), gpu_sizes(), true);
+  run_matrix<ark::collective::all_gather, std::uint8_t, gpu>(
+      zc{}, type_list<B>{}, sum_only{}, engine_config(), gpu_worlds(), gpu_sizes(), true);
 }
 
 std::vector<std::int32_t> pattern(std::size_t n, int rank, int call) {
@@ -113,6 +127,11 @@ TEST_CASE("gpu tma: the other collectives, ops and dtypes" * needs_gpus(1)) {
 TEST_CASE("gpu tma: a peer that never joins is a timeout" * needs_gpus(1)) {
   lonely_call<ark::dma::tma<4>>();
 }
+
+TEST_CASE("gpu tma zero-copy: registered buffers read in place, bulk copies move the gathered blocks" *
+          needs_gpus(1)) {
+  engine_zero_copy<ark::dma::tma<4>>();
+}
 #endif
 
 // Run bn (docs/perf.md): the CPU proxy made its streams at a worker's first request, and at four
@@ -153,6 +172,12 @@ TEST_CASE("gpu proxy_engine: sixteen workers from the first call, every stream m
     CHECK(ctas[r] == 16);
     CHECK(bad[r] == 0);
   }
+}
+
+TEST_CASE("gpu proxy_engine zero-copy: registered buffers read in place, the copy engine moves the gathered "
+          "blocks" *
+          needs_gpus(1)) {
+  engine_zero_copy<ark::dma::proxy_engine<2>>();
 }
 
 TEST_CASE("gpu proxy_engine: a peer that never joins is a timeout" * needs_gpus(1)) {

@@ -83,7 +83,8 @@ struct direct {
 };
 /// All-reduce, reduce-scatter, all-gather over buffers every rank registered at the same place
 /// (team/symmetric.hpp): the peers' buffers are read in place and nothing is staged in the
-/// scratch slots (algorithms/zero_copy.hpp). Over thread copies. A communicator's automatic
+/// scratch slots (algorithms/zero_copy.hpp). Over thread copies, or an engine backend whose
+/// copies move what needs no reduction (not over device graphs). A communicator's automatic
 /// choice takes it for registered buffers (tuning::zero_copy_min_bytes); naming it for buffers
 /// that are not registered is refused before anything launches.
 struct zero_copy {

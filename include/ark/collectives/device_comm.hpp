@@ -162,7 +162,9 @@ struct device_comm {
   /// Collective K (all_reduce, reduce_scatter, all_gather) zero-copy (algorithms/zero_copy.hpp):
   /// `in` symmetric; `out` symmetric for all_reduce (each rank stores the chunk it reduced into
   /// every rank's output), else this rank's alone. B: thread copies (an automatic B is
-  /// thread_copy<default_depth>): the depth of the handshakes' credits. Scope-collective; false after a
+  /// thread_copy<default_depth>), whose depth is the handshakes' credits, or an engine backend
+  /// (dma::proxy_engine, dma::tma), whose copies then move what needs no reduction; not a
+  /// device-graph engine, which copies staging slots alone. Scope-collective; false after a
   /// failure, which the control block records.
   template <collective K, class B = dma::automatic, scope G, element T, class Out, class Op>
   ARK_HD bool run_zero_copy(G& g, unsigned worker, unsigned workers, symmetric<const T> in, Out out,
@@ -173,9 +175,12 @@ struct device_comm {
     static_assert(reduce_op<Op, T>,
                   "ark: Op is not a reduction operator for T (see ark/concepts/reduce_op.hpp)");
     using B1 = or_thread_copies<B>;
-    static_assert(dma_backend<B1> && B1::direct && !B1::ll,
-                  "ark: zero-copy paces its phases over thread copies (dma::thread_copy<Depth>)");
-    if (worker >= workers || workers > team.lay.workers || B1::depth > team.lay.max_depth()) {
+    static_assert(dma_backend<B1> && !B1::ll,
+                  "ark: zero-copy runs over thread copies or an engine backend, not LL packets");
+    bool served = true;
+    if constexpr (dma::queue_backend<B1>) served = !dma::graphs_serve(team); // they copy slots alone
+    if (worker >= workers || workers > team.lay.workers || B1::depth > team.lay.max_depth() ||
+        (!B1::direct && !team.lay.has_staging()) || !served) {
       if (g.thread_rank() == 0)
         record_error<P>(team, errc::unsupported, static_cast<std::uint32_t>(unsupported_kind::setup), -1,
                         worker, 0, workers, team.lay.workers);
@@ -184,6 +189,7 @@ struct device_comm {
     const call_desc d = detail::describe_call<K, algo::zero_copy, B1, T, Op>(workers, 0, count);
     const context<P, B1, G> ctx(g, team, worker, workers, d);
     const bool ok = algorithms::run_zero_copy<K>(ctx, in, out, count, op);
+    if constexpr (requires { B1::finish(ctx); }) B1::finish(ctx);
     if (!g.sync_any(!ok)) return true; // a failed call marks its worker (see run)
     ctx.mark_failed();
     return false;

@@ -49,17 +49,20 @@ struct collective_extent {
   bool uses_in, uses_out;
   std::size_t in, out;
 };
+/// Collectives whose send (receive) buffer holds one block of `count` elements per rank.
+constexpr bool blocked_in(collective k) {
+  return k == collective::reduce_scatter || k == collective::all_to_all || k == collective::scatter;
+}
+constexpr bool blocked_out(collective k) {
+  return k == collective::all_gather || k == collective::all_to_all || k == collective::gather;
+}
 template <collective K>
 collective_extent extent_of(std::size_t count, int root, int rank, int world, bool every_out = false) {
   const std::size_t w = static_cast<std::size_t>(world);
-  constexpr bool blocked_in =
-      K == collective::reduce_scatter || K == collective::all_to_all || K == collective::scatter;
-  constexpr bool blocked_out =
-      K == collective::all_gather || K == collective::all_to_all || K == collective::gather;
   const bool uses_in = (K != collective::broadcast && K != collective::scatter) || rank == root;
   const bool uses_out = (K != collective::reduce && K != collective::gather) || rank == root || every_out;
-  return {uses_in, uses_out, uses_in ? (blocked_in ? count * w : count) : 0,
-          uses_out ? (blocked_out ? count * w : count) : 0};
+  return {uses_in, uses_out, uses_in ? (blocked_in(K) ? count * w : count) : 0,
+          uses_out ? (blocked_out(K) ? count * w : count) : 0};
 }
 
 /// The arguments of collective K as rank `rank` of `world` names them: the count, the root,
@@ -67,9 +70,7 @@ collective_extent extent_of(std::size_t count, int root, int rank, int world, bo
 template <collective K, class T>
 void check_collective(const char* call, const T* in, const T* out, std::size_t count, int root, int rank,
                       int world, bool every_out = false) {
-  constexpr bool blocked = K == collective::reduce_scatter || K == collective::all_gather ||
-                           K == collective::all_to_all || K == collective::gather || K == collective::scatter;
-  check_elements<T>(call, count, blocked ? world : 1);
+  check_elements<T>(call, count, blocked_in(K) || blocked_out(K) ? world : 1);
   if constexpr (has_root(K)) check_root(call, root, world);
   const collective_extent e = extent_of<K>(count, root, rank, world, every_out);
   if (e.uses_in) check_buffer(call, "send buffer", in, e.in);

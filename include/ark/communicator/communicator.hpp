@@ -815,12 +815,22 @@ private:
   }
 
   /// Whether a call of collective K by A over B may read its buffers in place (algo::zero_copy):
-  /// named, or chosen automatically where the backend is automatic or thread copies.
+  /// named, or chosen automatically, over thread copies or an engine backend (B automatic, or
+  /// one that is not LL packets).
+  template <class B>
+  static constexpr bool moves_in_place() {
+    if constexpr (std::is_same_v<B, dma::automatic>)
+      return true;
+    else if constexpr (dma_backend<B>)
+      return !B::ll;
+    else
+      return false;
+  }
   template <collective K, class A, class B>
-  static constexpr bool reads_in_place =
-      (K == collective::all_reduce || K == collective::reduce_scatter || K == collective::all_gather) &&
-      (std::is_same_v<A, algo::zero_copy> ||
-       (std::is_same_v<A, algo::automatic> && (std::is_same_v<B, dma::automatic> || dma::is_thread_copy<B>)));
+  static constexpr bool reads_in_place = (K == collective::all_reduce || K == collective::reduce_scatter ||
+                                          K == collective::all_gather) &&
+                                         (std::is_same_v<A, algo::zero_copy> ||
+                                          (std::is_same_v<A, algo::automatic> && moves_in_place<B>()));
 
   /// The symmetric views a zero-copy call of K reads (algorithms/zero_copy.hpp), when A names
   /// zero-copy or the automatic choice takes it for these buffers (select_zero_copy); `use` false
@@ -837,8 +847,14 @@ private:
     in_place_views<T> v;
     constexpr bool named = std::is_same_v<A, algo::zero_copy>;
     if constexpr (reads_in_place<K, A, B>) {
+      // device graphs copy staging slots alone (their copies are made before any call)
+      const bool engine_served = !dma::queue_backend<B> || !dma::graphs_serve(rt_.team());
+      if (named && !engine_served)
+        detail::throw_invalid(call, "algo::zero_copy over dma::proxy_engine needs engine_path::proxy: device "
+                                    "graphs copy the staging slots alone");
       // an automatic choice looks the buffers up only for calls it would take zero-copy for
-      if (!named && (o.max_ctas == 0 || !select_zero_copy(K, count * sizeof(T), world(), rt_.cfg().tuning)))
+      if (!named && (o.max_ctas == 0 || !engine_served ||
+                     !select_zero_copy(K, count * sizeof(T), world(), rt_.cfg().tuning)))
         return v;
       const std::size_t in_count = K == collective::reduce_scatter ? count * world() : count;
       // an in-place all-gather reads every rank's block of the output

@@ -94,6 +94,7 @@ struct entry {
   ark::collective k;
   bk backend;
   unsigned depth;
+  bool zero_copy; ///< algo::zero_copy named: reads the registered buffers in place
   std::size_t elem, align;
   void (*call)(ark::communicator<P>&, const std::byte* in, std::byte* out, const args&,
                const ark::call_options<P>&);
@@ -111,6 +112,7 @@ entry<P> make_entry() {
   e.k = K;
   e.backend = kind_of<B>();
   e.depth = B::depth;
+  e.zero_copy = std::is_same_v<A, ark::algo::zero_copy>;
   std::string b = name_of(e.backend);
   if (e.backend != bk::automatic && e.backend != bk::copy_engine) b += "<" + std::to_string(B::depth) + ">";
   e.name =
@@ -318,6 +320,8 @@ std::vector<entry<P>> table() {
       ARK_SOAK_FULL(at<64, K::all_reduce, algo::zero_copy, dauto, P>())
       ARK_SOAK_FULL(at<65, K::reduce_scatter, algo::zero_copy, tc2, P>())
       ARK_SOAK_FULL(at<66, K::all_gather, algo::zero_copy, tc1, P>())
+      ARK_SOAK_FULL(at<67, K::all_reduce, algo::zero_copy, pe2, P>())
+      ARK_SOAK_FULL(at<68, K::all_gather, algo::zero_copy, pe4, P>())
   };
   // clang-format on
 #if defined(ARK_COMPILER_CUDA) && !defined(ARK_HIP_COMPILE_CHECK) // dma::tma: NVIDIA sm_90 and newer
@@ -336,6 +340,7 @@ std::vector<entry<P>> table() {
 struct limits {
   unsigned max_depth = 0, team_workers = 0, block_cap = 0, p2p_workers = 0;
   bool staging = false;
+  bool graphs = false; ///< engine_path::device_graphs serves dma::proxy_engine
   std::size_t queues_per_rank = static_cast<std::size_t>(-1); ///< hardware queues a rank has to itself
 };
 
@@ -385,6 +390,10 @@ std::string refusal(const call<P>& c, const limits& l) {
     return "";
   }
   if (e.k == K::all_to_all && c.in_place && c.a.count) return "overlap"; // no in-place form
+  // named zero-copy over the engine that device graphs serve (an all-gather on max_ctas = 0 is
+  // the copy engine's alone, below)
+  if (e.zero_copy && e.backend == bk::proxy_engine && l.graphs && !(e.k == K::all_gather && c.max_ctas == 0))
+    return "needs engine_path::proxy";
   if (c.workers && c.max_ctas > 0 && c.workers > static_cast<unsigned>(c.max_ctas)) return "exceeds max_ctas";
   const bool ce = e.backend == bk::copy_engine;
   if (ce && e.k == K::all_reduce) {
@@ -603,6 +612,7 @@ std::vector<named_config_result> run_rank(const run_options& ro, int rank, int d
       lim.p2p_workers = comm.team().lay.p2p;
       lim.block_cap = comm.block_cap();
       lim.staging = cfg.team.staging;
+      lim.graphs = cfg.engine == ark::engine_path::device_graphs;
       if constexpr (!P::synchronous_launch)
         if (context_ranks > 1)
           lim.queues_per_rank = static_cast<std::size_t>(P::hardware_queues()) / context_ranks;

@@ -101,6 +101,39 @@ inline skip_unless needs_gpus(int n) {
   return {gpu_count() >= n, n == 1 ? "needs a GPU, none visible" : "needs more GPUs than are visible"};
 }
 
+/// What `enqueue()` puts on stream `s`, captured into a CUDA graph and instantiated; both are
+/// destroyed with it. A capture that throws is ended first, so the stream is usable again.
+class captured_graph {
+public:
+  template <class F>
+  captured_graph(ark::detail::rt::stream_t s, F&& enqueue) : s_(s) {
+    namespace rt = ark::detail::rt;
+    rt::check(rt::begin_capture(s), "begin capture");
+    try {
+      enqueue();
+    } catch (...) {
+      rt::graph_t g{};
+      if (rt::end_capture(s, &g) == rt::success && g) rt::graph_destroy(g);
+      throw;
+    }
+    rt::check(rt::end_capture(s, &graph_), "end capture");
+    rt::check(rt::graph_instantiate(&exec_, graph_), "instantiate");
+  }
+  captured_graph(const captured_graph&) = delete;
+  captured_graph& operator=(const captured_graph&) = delete;
+  ~captured_graph() {
+    ark::detail::rt::graph_exec_destroy(exec_);
+    ark::detail::rt::graph_destroy(graph_);
+  }
+  /// One replay on the stream it was captured on.
+  void launch() const { ark::detail::rt::check(ark::detail::rt::graph_launch(exec_, s_), "launch graph"); }
+
+private:
+  ark::detail::rt::stream_t s_;
+  ark::detail::rt::graph_t graph_{};
+  ark::detail::rt::graph_exec_t exec_{};
+};
+
 /// `registered`: the buffers registered at the same place on every rank (zero-copy paths).
 template <ark::collective K, class T, class Algos, class Backends, class Ops>
 void gpu_matrix(Algos a, Backends b, Ops o, bool registered = false) {

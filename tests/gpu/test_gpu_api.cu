@@ -176,23 +176,17 @@ TEST_CASE("gpu: 1000 calls in groups of 1 to 40, like calls one launch a batch; 
     extra[rank] = c.launches() - before - batches; // 0 when every batch was one launch
     bad[rank] = sc.wrong(d, world);
     // a group of three captured once: each replay sums in place again, so twice makes world^2
-    rt::graph_t graph;
-    rt::graph_exec_t exec;
-    const auto s = c.stream();
-    rt::check(rt::begin_capture(s), "begin capture");
-    c.group_start();
-    for (int j = 0; j < 3; ++j) c.all_reduce(g.get() + j * 1024, g.get() + j * 1024, 1000 + j * 7);
-    c.group_end();
-    rt::check(rt::end_capture(s, &graph), "end capture");
-    rt::check(rt::graph_instantiate(&exec, graph), "instantiate");
-    for (int replay = 0; replay < 2; ++replay) rt::check(rt::graph_launch(exec, s), "launch graph");
+    const captured_graph graph(c.stream(), [&] {
+      c.group_start();
+      for (int j = 0; j < 3; ++j) c.all_reduce(g.get() + j * 1024, g.get() + j * 1024, 1000 + j * 7);
+      c.group_end();
+    });
+    for (int replay = 0; replay < 2; ++replay) graph.launch();
     c.synchronize();
     const auto got = g.download();
     for (int j = 0; j < 3; ++j)
       for (int i = 0; i < 1024; ++i)
         replay_bad[rank] += got[j * 1024 + i] != (i < 1000 + j * 7 ? world * world : 1);
-    rt::check(rt::graph_exec_destroy(exec), "graph");
-    rt::check(rt::graph_destroy(graph), "graph");
   });
   for (int r = 0; r < world; ++r) {
     CHECK(bad[r] == 0);
@@ -274,15 +268,11 @@ TEST_CASE("gpu: fused groups, every collective kind with a ring shift (LL-sized 
     fill(ar, rank, 0, 0);
     fill(big_in, rank, 2, 0);
     poison(big_out);
-    rt::graph_t graph;
-    rt::graph_exec_t exec;
-    const auto s = c.stream();
-    rt::check(rt::begin_capture(s), "begin capture");
-    c.group(calls::all_reduce(ar.get(), ar.get(), n), calls::send(big_in.get(), big, next),
-            calls::recv(big_out.get(), big, prev));
-    rt::check(rt::end_capture(s, &graph), "end capture");
-    rt::check(rt::graph_instantiate(&exec, graph), "instantiate");
-    for (int replay = 0; replay < 2; ++replay) rt::check(rt::graph_launch(exec, s), "launch graph");
+    const captured_graph graph(c.stream(), [&] {
+      c.group(calls::all_reduce(ar.get(), ar.get(), n), calls::send(big_in.get(), big, next),
+              calls::recv(big_out.get(), big, prev));
+    });
+    for (int replay = 0; replay < 2; ++replay) graph.launch();
     c.synchronize();
     const auto got = ar.download(), shifted = big_out.download();
     for (std::size_t i = 0; i < n; ++i) {
@@ -291,8 +281,6 @@ TEST_CASE("gpu: fused groups, every collective kind with a ring shift (LL-sized 
       replay_bad[rank] += got[i] != s1 * world;
     }
     for (std::size_t i = 0; i < big; ++i) replay_bad[rank] += shifted[i] != v(prev, i, 2, 0);
-    rt::check(rt::graph_exec_destroy(exec), "graph");
-    rt::check(rt::graph_destroy(graph), "graph");
   });
   for (int r = 0; r < world; ++r) {
     CAPTURE(r);
@@ -579,22 +567,19 @@ TEST_CASE("gpu: collectives captured in a CUDA graph give the right result on ev
     dbuf<float> src(n, rank), a(n, rank), b(n, rank), d(n, rank), z(n, rank);
     c.register_buffer(src.get(), n * sizeof(float)); // zero-copy reads every rank's src and z
     c.register_buffer(z.get(), n * sizeof(float));
-    rt::graph_t graph;
-    rt::graph_exec_t exec;
     const auto s = c.stream();
-    rt::check(rt::begin_capture(s), "begin capture");
-    c.all_reduce<ark::algo::one_shot, ark::dma::ll_packet<2>>(src.get(), a.get(), 1000);
-    c.all_reduce<ark::algo::two_shot, ark::dma::thread_copy<4>>(src.get(), b.get(), n);
-    c.all_reduce<ark::algo::ring, ark::dma::thread_copy<1>>(src.get(), d.get(), n);
-    c.all_reduce<ark::algo::zero_copy>(src.get(), z.get(), n);
-    rt::check(rt::end_capture(s, &graph), "end capture");
-    rt::check(rt::graph_instantiate(&exec, graph), "instantiate");
+    const captured_graph graph(s, [&] {
+      c.all_reduce<ark::algo::one_shot, ark::dma::ll_packet<2>>(src.get(), a.get(), 1000);
+      c.all_reduce<ark::algo::two_shot, ark::dma::thread_copy<4>>(src.get(), b.get(), n);
+      c.all_reduce<ark::algo::ring, ark::dma::thread_copy<1>>(src.get(), d.get(), n);
+      c.all_reduce<ark::algo::zero_copy>(src.get(), z.get(), n);
+    });
     for (int replay = 0; replay < 5; ++replay) { // new inputs each time: the replay reads them
       for (std::size_t i = 0; i < n; ++i) in[i] = input(replay, rank, i);
       src.upload(in);
       for (auto* buf : {&a, &b, &d, &z})
         rt::check(rt::memset_async(buf->get(), 0xff, n * sizeof(float), s), "poison");
-      rt::check(rt::graph_launch(exec, s), "launch graph");
+      graph.launch();
       c.synchronize();
       const auto ra = a.download(), rb = b.download(), rd = d.download(), rz = z.download();
       for (std::size_t i = 0; i < n; ++i) {
@@ -603,8 +588,6 @@ TEST_CASE("gpu: collectives captured in a CUDA graph give the right result on ev
         bad[rank] += (i < 1000 && ra[i] != want) + (rb[i] != want) + (rd[i] != want) + (rz[i] != want);
       }
     }
-    rt::check(rt::graph_exec_destroy(exec), "graph");
-    rt::check(rt::graph_destroy(graph), "graph");
     c.deregister_buffer(z.get());
     c.deregister_buffer(src.get());
   });

@@ -113,7 +113,7 @@ public:
       enqueue();
     } catch (...) {
       rt::graph_t g{};
-      if (rt::end_capture(s, &g) == rt::success && g) rt::graph_destroy(g);
+      if (rt::end_capture(s, &g) == rt::success && g) (void)rt::graph_destroy(g);
       throw;
     }
     rt::check(rt::end_capture(s, &graph_), "end capture");
@@ -122,8 +122,8 @@ public:
   captured_graph(const captured_graph&) = delete;
   captured_graph& operator=(const captured_graph&) = delete;
   ~captured_graph() {
-    ark::detail::rt::graph_exec_destroy(exec_);
-    ark::detail::rt::graph_destroy(graph_);
+    (void)ark::detail::rt::graph_exec_destroy(exec_); // nothing to do about a failure here
+    (void)ark::detail::rt::graph_destroy(graph_);
   }
   /// One replay on the stream it was captured on.
   void launch() const { ark::detail::rt::check(ark::detail::rt::graph_launch(exec_, s_), "launch graph"); }

@@ -15,7 +15,8 @@
 // zero_copy (algo::zero_copy, reading the registered buffers in place: with --registered, which
 // registers the input too, so that ark_auto reads in place from tuning::zero_copy_min_bytes as
 // well), zc_tma and zc_ce (the same over dma::tma<4> and dma::proxy_engine<4>: the reduced
-// chunks pushed by bulk copies or the copy engine; eager and graph), dynamic (ark_auto with the
+// chunks pushed by bulk copies or the copy engine; eager and graph; zc_ce named in --only turns
+// team_config::staging on, which the copy engine's proxy needs), dynamic (ark_auto with the
 // sum named at run time, op::dynamic: the op the NCCL API passes, so that its rows against `nccl`
 // under the shim show the shim's own cost; eager and graph) and nccl. Prints nccl-tests columns
 // (size, time, algbw, busbw, check) plus ark's time over NCCL's in the same mode (device mode is
@@ -214,6 +215,9 @@ public:
     if (s.opt.per_worker) cfg.tuning.bytes_per_worker = s.opt.per_worker;
     if (s.opt.ll_per_worker) cfg.tuning.ll_bytes_per_worker = s.opt.ll_per_worker;
     if (s.opt.ce_chunk) cfg.ce_chunk_bytes = s.opt.ce_chunk;
+    // the copy engine behind dma::proxy_engine runs only with staging (named in --only alone: it
+    // changes what the budget holds)
+    if ((s.opt.only >> static_cast<int>(variant::zc_ce)) & 1u) cfg.team.staging = true;
     // a stream of the bench's is made before the communicator: once a peer's communicator is
     // built its calls may run, and making a stream can wait for them (docs/guide.md, "Ranks that share
     // a GPU")

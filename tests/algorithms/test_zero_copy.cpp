@@ -286,6 +286,29 @@ TEST_CASE("zero-copy over device graphs: named, refused before anything runs; au
   }
 }
 
+TEST_CASE("zero-copy over proxy_engine without staging: refused (its engine runs only with staging), the "
+          "output untouched") {
+  auto cfg = small_config();
+  cfg.team.staging = false;
+  test_world w(2, cfg);
+  std::vector<std::string> msgs(2);
+  std::vector<std::size_t> touched(2, 0);
+  w.run([&](comm_t& c, int rank) {
+    std::vector<float> reg(2048, 1.0f);
+    c.register_buffer(reg.data(), reg.size() * sizeof(float));
+    std::fill(reg.begin() + 1024, reg.end(), -2.0f);
+    msgs[rank] = message_of<ark::invalid_argument>([&] {
+      c.all_gather<ark::algo::zero_copy, ark::dma::proxy_engine<2>>(reg.data(), reg.data() + 1024, 512);
+    });
+    for (std::size_t i = 1024; i < reg.size(); ++i) touched[rank] += reg[i] != -2.0f;
+    c.deregister_buffer(reg.data());
+  });
+  for (int r = 0; r < 2; ++r) {
+    CHECK(touched[r] == 0);
+    CHECK(contains(msgs[r], "all_gather: this DMA backend needs staging (team_config.staging = true)"));
+  }
+}
+
 TEST_CASE("zero-copy: buffers at different places of the window are a mismatch error on every rank, "
           "nothing stored") {
   auto cfg = small_config();

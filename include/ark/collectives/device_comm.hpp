@@ -177,10 +177,11 @@ struct device_comm {
     using B1 = or_thread_copies<B>;
     static_assert(dma_backend<B1> && !B1::ll,
                   "ark: zero-copy runs over thread copies or an engine backend, not LL packets");
+    // a queue backend's engine runs only with staging, and device graphs copy slots alone; a
+    // zero-copy call stages nothing, so TMA needs no staging
     bool served = true;
-    if constexpr (dma::queue_backend<B1>) served = !dma::graphs_serve(team); // they copy slots alone
-    if (worker >= workers || workers > team.lay.workers || B1::depth > team.lay.max_depth() ||
-        (!B1::direct && !team.lay.has_staging()) || !served) {
+    if constexpr (dma::queue_backend<B1>) served = team.lay.has_staging() && !dma::graphs_serve(team);
+    if (worker >= workers || workers > team.lay.workers || B1::depth > team.lay.max_depth() || !served) {
       if (g.thread_rank() == 0)
         record_error<P>(team, errc::unsupported, static_cast<std::uint32_t>(unsupported_kind::setup), -1,
                         worker, 0, workers, team.lay.workers);

@@ -150,13 +150,15 @@ void check_hardware_queues(const rank_runtime<P>& rt, const char* call, std::siz
   }
 }
 
-/// A backend the communicator was set up for: its depth within max_depth, staging if it needs it.
+/// A backend the communicator was set up for: its depth within max_depth, staging if it needs it:
+/// an engine backend stages what it sends, and a queue backend's engine runs only with staging,
+/// so a zero-copy call (which stages nothing) needs it over a queue backend alone.
 template <class B>
-void check_backend(const layout& l, const char* call) {
+void check_backend(const layout& l, const char* call, bool zero_copy = false) {
   if (B::depth > l.max_depth())
     throw_invalid(call, "pipeline depth " + std::to_string(B::depth) + " exceeds team_config.max_depth " +
                             std::to_string(l.max_depth()));
-  if (!B::direct && !l.has_staging())
+  if (!B::direct && !l.has_staging() && (!zero_copy || dma::queue_backend<B>))
     throw_invalid(call, "this DMA backend needs staging (team_config.staging = true)");
 }
 

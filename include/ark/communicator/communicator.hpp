@@ -881,7 +881,7 @@ private:
                      const call_options<P>& o) {
     using B1 = or_thread_copies<B>;
     const call_plan cp = detail::plan_call<K, A, B, T>(rt_, count, o, true);
-    detail::check_backend<B1>(rt_.lay(), call);
+    detail::check_backend<B1>(rt_.lay(), call, true);
     const launch_shape shape{cp.ctas, rt_.cfg().tuning.threads};
     const device_comm<P> handle = rt_.call_handle(o);
     const auto turn = rt_.join_previous(o);

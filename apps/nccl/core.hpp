@@ -355,40 +355,42 @@ public:
     static launch_gate g;
     return g;
   }
-  /// Holds frees off for its lifetime. Its fast path is two atomic operations (it is on every
-  /// call's path); it waits only while a free runs.
+  /// Holds frees off for its lifetime. Its fast path is an atomic add to a counter of this
+  /// thread's own cache line and a load of a line that only frees write (it is on every call's
+  /// path): ranks launching from several threads at once share no line that any of them writes.
   class inside {
   public:
-    inside() : g_(get()) {
+    inside() : g_(get()), slot_(g_.mine()) {
       for (;;) {
-        g_.inside_.fetch_add(1); // seq_cst, as free's store and load: one of the two sees the other
+        slot_.fetch_add(1); // seq_cst, as free's store and load: one of the two sees the other
         if (!g_.freeing_.load()) return;
-        g_.leave(); // a free runs or is trying: wait for its end, then enter again
+        g_.leave(slot_); // a free runs or is trying: wait for its end, then enter again
         std::unique_lock<std::mutex> lock(g_.m_);
         g_.cv_.wait(lock, [&] { return !g_.freeing_.load(); });
       }
     }
-    ~inside() { g_.leave(); }
+    ~inside() { g_.leave(slot_); }
     inside(const inside&) = delete;
     inside& operator=(const inside&) = delete;
 
   private:
     launch_gate& g_;
+    std::atomic<unsigned>& slot_;
   };
   /// Runs free() while nothing is inside. A free that finds a launch inside steps back at once
   /// and waits for the launches to leave, so a waiting free holds no launch up.
   template <class F>
   void alone(F&& free) {
     std::unique_lock<std::mutex> lock(m_);
-    ++wanting_; // the last launch out wakes this free
+    wanting_.fetch_add(1); // launches leaving wake this free
     for (;;) {
-      cv_.wait(lock, [&] { return !freeing_.load() && inside_.load() == 0; });
+      cv_.wait(lock, [&] { return !freeing_.load() && nobody_inside(); });
       freeing_.store(true);
-      if (inside_.load() == 0) break;
+      if (nobody_inside()) break;
       freeing_.store(false); // a launch entered meanwhile: it goes first
       cv_.notify_all();
     }
-    --wanting_;
+    wanting_.fetch_sub(1);
     lock.unlock();
     free();
     lock.lock();
@@ -397,18 +399,35 @@ public:
   }
 
 private:
-  void leave() {
-    if (inside_.fetch_sub(1) == 1 && wanting_.load() > 0) {
-      std::lock_guard<std::mutex> lock(m_); // a free waits for the last launch to leave
+  /// Threads beyond `slots` share counters: still correct, only no longer free of contention.
+  static constexpr unsigned slots = 64;
+  struct alignas(64) slot {
+    std::atomic<unsigned> n{0};
+  };
+
+  std::atomic<unsigned>& mine() {
+    thread_local const unsigned index = next_.fetch_add(1, std::memory_order_relaxed) % slots;
+    return inside_[index].n;
+  }
+  bool nobody_inside() const {
+    for (const slot& s : inside_)
+      if (s.n.load() != 0) return false;
+    return true;
+  }
+  void leave(std::atomic<unsigned>& s) {
+    s.fetch_sub(1);
+    if (wanting_.load() > 0) {
+      std::lock_guard<std::mutex> lock(m_); // a free waits for the launches to leave
       cv_.notify_all();
     }
   }
 
-  std::mutex m_;
+  slot inside_[slots];
+  alignas(64) std::atomic<bool> freeing_{false};
+  std::atomic<unsigned> wanting_{0}; ///< frees waiting in alone(); read on every leave, written by frees
+  std::atomic<unsigned> next_{0};    ///< the next thread's slot
+  alignas(64) std::mutex m_;
   std::condition_variable cv_;
-  std::atomic<unsigned> inside_{0};
-  std::atomic<bool> freeing_{false};
-  std::atomic<unsigned> wanting_{0}; ///< frees waiting in alone()
 };
 
 /// The communicators of this process live on each device, by unique id, from just before their

@@ -160,6 +160,10 @@ private:
     return *staging_;
   }
   /// Polls the request to its end or the bound; on timeout, MPI keeps the staging for good.
+  /// MPI_Test is what moves a nonblocking collective on (Open MPI's shared-memory transport sends
+  /// a large message in fragments, each only when the receiver's process enters MPI), so the poll
+  /// never sleeps: a pause between tests would pause the transfer (docs/perf.md, "MPI between
+  /// nodes"). Only yields, so that ranks on fewer cores than processes still share them.
   void finish(const char* call, request& b) {
     const auto deadline = std::chrono::steady_clock::now() + timeout_;
     for (unsigned spins = 0;; ++spins) {
@@ -174,7 +178,7 @@ private:
                                 " ms for the other nodes of its rail",
                             {});
       }
-      if (spins > 1000) std::this_thread::sleep_for(std::chrono::microseconds(20));
+      if (spins > 1000) std::this_thread::yield();
     }
   }
 

@@ -425,9 +425,9 @@ private:
   slot inside_[slots];
   alignas(64) std::atomic<bool> freeing_{false};
   std::atomic<unsigned> wanting_{0}; ///< frees waiting in alone(); read on every leave, written by frees
-  std::atomic<unsigned> next_{0};    ///< the next thread's slot
   alignas(64) std::mutex m_;
   std::condition_variable cv_;
+  std::atomic<unsigned> next_{0}; ///< the next thread's slot (written once a thread, off the hot line)
 };
 
 /// The communicators of this process live on each device, by unique id, from just before their

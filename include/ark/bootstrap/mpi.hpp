@@ -29,6 +29,26 @@
 
 namespace ark {
 
+namespace detail {
+/// Tests `req` until it completes (true) or `timeout` has passed (false, the request still
+/// posted); `who` names the caller in the error of a failed test. MPI_Test is what moves a
+/// nonblocking collective on (Open MPI's shared-memory transport sends a large message in
+/// fragments, each only when the receiver's process enters MPI), so the poll never sleeps: a pause
+/// between tests would pause the transfer (docs/perf.md, "MPI between nodes"). It only yields, so
+/// that ranks on fewer cores than processes still share them.
+inline bool mpi_test_until(MPI_Request& req, std::chrono::milliseconds timeout, const char* who) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (unsigned spins = 0;; ++spins) {
+    int done = 0;
+    if (MPI_Test(&req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+      throw platform_error(std::string(who) + ": MPI_Test failed");
+    if (done) return true;
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    if (spins > 1000) std::this_thread::yield();
+  }
+}
+} // namespace detail
+
 class mpi_bootstrap {
 public:
   explicit mpi_bootstrap(MPI_Comm comm = MPI_COMM_WORLD,
@@ -104,21 +124,13 @@ private:
   /// MPI may write into its buffers whenever the late rank arrives, so they are left to it: one
   /// allocation per bootstrap, at most, never freed.
   std::unique_ptr<buffers> wait(std::unique_ptr<buffers> b, const char* what) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout_;
-    for (unsigned spins = 0;; ++spins) {
-      int done = 0;
-      check(MPI_Test(&b->req, &done, MPI_STATUS_IGNORE), "MPI_Test");
-      if (done) return b;
-      if (std::chrono::steady_clock::now() > deadline) {
-        static int mark = 1;
-        check(MPI_Comm_set_attr(comm_, abandoned_key(), &mark), "MPI_Comm_set_attr");
-        (void)b.release(); // see above: MPI owns it now
-        throw timeout_error("mpi_bootstrap: rank " + std::to_string(rank_) + ": " + what +
-                                " not complete after " + std::to_string(timeout_.count()) + " ms",
-                            {});
-      }
-      if (spins > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
+    if (detail::mpi_test_until(b->req, timeout_, "mpi_bootstrap")) return b;
+    static int mark = 1;
+    check(MPI_Comm_set_attr(comm_, abandoned_key(), &mark), "MPI_Comm_set_attr");
+    (void)b.release(); // see above: MPI owns it now
+    throw timeout_error("mpi_bootstrap: rank " + std::to_string(rank_) + ": " + what +
+                            " not complete after " + std::to_string(timeout_.count()) + " ms",
+                        {});
   }
   /// The attribute key that marks an MPI communicator with an abandoned request (not copied by
   /// MPI_Comm_dup: a duplicate is another communicator).

@@ -25,7 +25,6 @@
 #include <cstring>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 namespace ark {
@@ -159,27 +158,16 @@ private:
     staging_->out.resize(out_bytes);
     return *staging_;
   }
-  /// Polls the request to its end or the bound; on timeout, MPI keeps the staging for good.
-  /// MPI_Test is what moves a nonblocking collective on (Open MPI's shared-memory transport sends
-  /// a large message in fragments, each only when the receiver's process enters MPI), so the poll
-  /// never sleeps: a pause between tests would pause the transfer (docs/perf.md, "MPI between
-  /// nodes"). Only yields, so that ranks on fewer cores than processes still share them.
+  /// Polls the request to its end or the bound (detail::mpi_test_until); on timeout, MPI keeps
+  /// the staging for good.
   void finish(const char* call, request& b) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout_;
-    for (unsigned spins = 0;; ++spins) {
-      int done = 0;
-      check(MPI_Test(&b.req, &done, MPI_STATUS_IGNORE), "MPI_Test");
-      if (done) return;
-      if (std::chrono::steady_clock::now() > deadline) {
-        abandoned_ = true;
-        (void)staging_.release(); // MPI may still write into it: it is left to MPI
-        throw timeout_error(std::string(call) + ": node " + std::to_string(rank_) + " of " +
-                                std::to_string(size_) + " waited " + std::to_string(timeout_.count()) +
-                                " ms for the other nodes of its rail",
-                            {});
-      }
-      if (spins > 1000) std::this_thread::yield();
-    }
+    if (detail::mpi_test_until(b.req, timeout_, "mpi_engine")) return;
+    abandoned_ = true;
+    (void)staging_.release(); // MPI may still write into it: it is left to MPI
+    throw timeout_error(std::string(call) + ": node " + std::to_string(rank_) + " of " +
+                            std::to_string(size_) + " waited " + std::to_string(timeout_.count()) +
+                            " ms for the other nodes of its rail",
+                        {});
   }
 
   static void check(int rc, const char* call) {

@@ -434,21 +434,24 @@ int on_gpu_0(int) { return 0; }
 int gpu_of_node_of_two(int rank) { return rank / 2; }
 } // namespace
 
-TEST_CASE(
-    "gpu: hierarchical collectives, two nodes of two ranks sharing the GPU, the bootstrap engine between "
-    "them" *
-    needs_gpus(1)) {
-  // ark's communicator inside each node on the GPU, each engine step staged through host memory
-  // after the call's stream
+TEST_CASE("gpu: hierarchical collectives, two nodes of two ranks and four nodes of one sharing the GPU, the "
+          "bootstrap engine between them" *
+          needs_gpus(1)) {
+  // ark's communicator inside each node on the GPU, the engine's steps staged through pinned host
+  // memory in chunks, pipelined with the node's steps; one rank a node: the engine alone, staged
   const int world = 4;
-  std::vector<std::size_t> bad(world, 0);
-  std::vector<std::string> errors(world);
-  hierarchy_round<ark::bootstrap_engine>(
-      world, 2, on_gpu_0, [](auto rail, int) { return ark::bootstrap_engine(std::move(rail)); }, bad, errors);
-  for (int r = 0; r < world; ++r) {
-    CAPTURE(r);
-    CHECK(errors[r] == "");
-    CHECK(bad[r] == 0);
+  for (const int local : {2, 1}) {
+    CAPTURE(local);
+    std::vector<std::size_t> bad(world, 0);
+    std::vector<std::string> errors(world);
+    hierarchy_round<ark::bootstrap_engine>(
+        world, local, on_gpu_0, [](auto rail, int) { return ark::bootstrap_engine(std::move(rail)); }, bad,
+        errors);
+    for (int r = 0; r < world; ++r) {
+      CAPTURE(r);
+      CHECK(errors[r] == "");
+      CHECK(bad[r] == 0);
+    }
   }
 }
 

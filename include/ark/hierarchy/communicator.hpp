@@ -29,15 +29,14 @@
 //                   destination node, the rail's all-to-all, the blocks put in sender order
 // A sum or an average crosses nodes as a sum; an average is divided once, at the end, by the
 // job's world (as one communicator over every rank divides). Reduce-scatter, all-gather, reduce
-// and all-to-all go through `scratch_bytes` of scratch, in chunks that fit it; the steps of a chunk run
-// one after the other. On a GPU over an engine on host memory, the all-reduce runs in chunks
-// (scratch_bytes / 4 a rank each) through pinned staging, pipelined: the next chunk's node-local
-// reduce-scatter and copy to the host run on the GPU while the engine works on this one.
+// and all-to-all go through `scratch_bytes` of scratch, in chunks that fit it.
 //
-// Memory: an internode_engine takes host memory: on a GPU each engine step waits for the call's
-// stream and stages the rail's share through host memory (the all-reduce: pinned, pipelined); on the host
-// platform the engine reads the buffers themselves. A stream_engine (NCCL's) gets the buffers themselves and
-// the call's stream: nothing is staged and nothing waits on the host.
+// Memory: an internode_engine takes host memory. On the host platform it reads the buffers
+// themselves, and a chunk's steps run one after the other. On a GPU every collective runs in
+// chunks through pinned staging (two slots of scratch_bytes), pipelined: the next chunk's
+// node-local steps and its copy to the host run on the GPU while the engine works on this one
+// (run_chunks). A stream_engine (NCCL's) gets the buffers themselves and the call's stream:
+// nothing is staged and nothing waits on the host.
 #pragma once
 
 #include "ark/communicator/communicator.hpp"
@@ -127,26 +126,34 @@ public:
     check_buffers(call, count, in, count, out, count, in == out);
     const auto lop = local_op(op);
     if (map_.nodes == 1) return local_->all_reduce(in, out, count, op, o);
-    const std::size_t L = static_cast<std::size_t>(map_.local_size), done = count / L * L;
-    std::size_t c = count / L;
-    if constexpr (staged)
-      if (c > 0 && L > 1) {
-        pipelined_all_reduce(in, out, c, r, lop, o);
-        c = 0; // served
-      }
-    if (c > 0) {
-      T* shard = out + map_.local_rank * c;
-      if (L > 1) local_->reduce_scatter(in, shard, c, lop, o);
-      across(
-          o, L > 1 ? shard : in, shard, c * sizeof(T), c * sizeof(T),
-          [&](const void* a, void* b, auto... st) { engine_->all_reduce(a, b, c, dtype_of<T>, r, st...); });
-      if (L > 1) local_->all_gather(shard, out, c, o);
-    }
+    const std::size_t L = static_cast<std::size_t>(map_.local_size),
+                      me = static_cast<std::size_t>(map_.local_rank), c = count / L, done = c * L;
+    // chunk j: an all-reduce of its own over [j * m * L, + len(j) * L), the rank's shard len(j)
+    const std::size_t m =
+        staged ? std::max<std::size_t>(1, scratch_bytes_ / (2 * sizeof(T))) : std::max(c, std::size_t{1});
+    auto len = [&](std::size_t j) { return std::min(m, c - j * m); };
+    auto shard = [&](std::size_t j) { return out + j * m * L + me * len(j); };
+    run_chunks((c + m - 1) / m, o,
+               [&](std::size_t j) {
+                 const std::size_t bytes = len(j) * sizeof(T);
+                 if (L == 1) return crossing{in + j * m, out + j * m, bytes, bytes};
+                 local_->reduce_scatter(in + j * m * L, shard(j), len(j), lop, o);
+                 return crossing{shard(j), shard(j), bytes, bytes};
+               },
+               [&](std::size_t j, const void* a, void* b, auto... st) {
+                 engine_->all_reduce(a, b, len(j), dtype_of<T>, r, st...);
+               },
+               [&](std::size_t j) {
+                 if (L > 1) local_->all_gather(shard(j), out + j * m * L, len(j), o);
+               });
     if (done < count) { // fewer than L elements: reduced in the node, then by every rail alike
       const std::size_t n = count - done;
-      local_->all_reduce(in + done, out + done, n, lop, o);
-      across(
-          o, out + done, out + done, n * sizeof(T), n * sizeof(T),
+      once(
+          o,
+          [&] {
+            local_->all_reduce(in + done, out + done, n, lop, o);
+            return crossing{out + done, out + done, n * sizeof(T), n * sizeof(T)};
+          },
           [&](const void* a, void* b, auto... st) { engine_->all_reduce(a, b, n, dtype_of<T>, r, st...); });
     }
   }
@@ -160,23 +167,32 @@ public:
     const std::size_t W = static_cast<std::size_t>(world());
     check_buffers(call, count, in, count * W, out, count, out == in + rank() * count);
     if (map_.nodes == 1) return local_->reduce_scatter(in, out, count, op, o);
-    const int N = map_.nodes, L = map_.local_size;
-    if (L == 1) // nodes in rank order, one rank each: the engine alone
-      return across(o, in, out, count * W * sizeof(T), count * sizeof(T),
-                    [&](const void* a, void* b, auto... st) {
-                      engine_->reduce_scatter(a, b, count, dtype_of<T>, r, st...);
-                    });
+    const std::size_t N = static_cast<std::size_t>(map_.nodes), L = static_cast<std::size_t>(map_.local_size);
+    if (L == 1 && !staged) // nodes in rank order, one rank each: the engine alone, on the buffers
+      return once(
+          o,
+          [&] {
+            return crossing{in, out, count * W * sizeof(T), count * sizeof(T)};
+          },
+          [&](const void* a, void* b, auto... st) {
+            engine_->reduce_scatter(a, b, count, dtype_of<T>, r, st...);
+          });
     const auto lop = local_op(op);
-    T* s = static_cast<T*>(static_cast<void*>(scratch_.ptr));
-    for (const chunk& ch : chunks(count, W * sizeof(T))) {
-      const std::size_t at = ch.at, m = ch.m; // not a structured binding: clang < 16 cannot capture one
-      by_rail(s, in, count, at, m, o);        // local rank l keeps column l
-      T* column = s + static_cast<std::size_t>(map_.local_rank) * N * m;
-      local_->reduce_scatter(s, column, N * m, lop, o);
-      across(o, column, out + at, N * m * sizeof(T), m * sizeof(T), [&](const void* a, void* b, auto... st) {
-        engine_->reduce_scatter(a, b, m, dtype_of<T>, r, st...);
-      });
-    }
+    T* s = scratch<T>();
+    const auto ch = chunks(count, W * sizeof(T), (N + 1) * sizeof(T));
+    run_chunks(
+        ch.size(), o,
+        [&](std::size_t j) {
+          const std::size_t at = ch[j].at, m = ch[j].m;
+          by_rail(s, in, count, at, m, o); // local rank l keeps column l
+          T* column = s + static_cast<std::size_t>(map_.local_rank) * N * m;
+          if (L > 1) local_->reduce_scatter(s, column, N * m, lop, o);
+          return crossing{column, out + at, N * m * sizeof(T), m * sizeof(T)};
+        },
+        [&](std::size_t j, const void* a, void* b, auto... st) {
+          engine_->reduce_scatter(a, b, ch[j].m, dtype_of<T>, r, st...);
+        },
+        [](std::size_t) {});
   }
 
   /// out (world() blocks of `count`): block q = rank q's in. In place when in == out + rank() * count.
@@ -186,20 +202,29 @@ public:
     const std::size_t W = static_cast<std::size_t>(world());
     check_buffers(call, count, in, count, out, count * W, in == out + rank() * count);
     if (map_.nodes == 1) return local_->all_gather(in, out, count, o);
-    const int N = map_.nodes, L = map_.local_size;
-    if (L == 1)
-      return across(
-          o, in, out, count * sizeof(T), count * W * sizeof(T),
+    const std::size_t N = static_cast<std::size_t>(map_.nodes), L = static_cast<std::size_t>(map_.local_size);
+    if (L == 1 && !staged)
+      return once(
+          o,
+          [&] {
+            return crossing{in, out, count * sizeof(T), count * W * sizeof(T)};
+          },
           [&](const void* a, void* b, auto... st) { engine_->all_gather(a, b, count * sizeof(T), st...); });
-    T* s = static_cast<T*>(static_cast<void*>(scratch_.ptr));
-    for (const chunk& ch : chunks(count, W * sizeof(T))) {
-      const std::size_t at = ch.at, m = ch.m; // not a structured binding: clang < 16 cannot capture one
-      T* column = s + static_cast<std::size_t>(map_.local_rank) * N * m; // [node n][m] of this rail
-      across(o, in + at, column, m * sizeof(T), N * m * sizeof(T),
-             [&](const void* a, void* b, auto... st) { engine_->all_gather(a, b, m * sizeof(T), st...); });
-      local_->all_gather(column, s, N * m, o); // s = [local l][node n][m]
-      by_rank(out, s, count, at, m, false, o);
-    }
+    T* s = scratch<T>();
+    const auto ch = chunks(count, W * sizeof(T), (N + 1) * sizeof(T));
+    auto column = [&](std::size_t j) { return s + static_cast<std::size_t>(map_.local_rank) * N * ch[j].m; };
+    run_chunks(
+        ch.size(), o,
+        [&](std::size_t j) { // the rail's all-gather: the rank's chunk from every node, [node n][m]
+          return crossing{in + ch[j].at, column(j), ch[j].m * sizeof(T), N * ch[j].m * sizeof(T)};
+        },
+        [&](std::size_t j, const void* a, void* b, auto... st) {
+          engine_->all_gather(a, b, ch[j].m * sizeof(T), st...);
+        },
+        [&](std::size_t j) {
+          if (L > 1) local_->all_gather(column(j), s, N * ch[j].m, o); // s = [local l][node n][m]
+          by_rank(out, s, count, ch[j].at, ch[j].m, false, o);
+        });
   }
 
   /// out = root's in on every rank (root's out too, unless in == out).
@@ -211,12 +236,20 @@ public:
     if (map_.nodes == 1) return local_->broadcast(in, out, count, map_.local_of[root], o);
     const int root_node = map_.node_of[root], root_local = map_.local_of[root];
     const bool mine = rank() == root;
-    if (map_.local_rank == root_local)
-      across(o, mine ? in : out, out, count * sizeof(T), count * sizeof(T),
-             [&](const void* a, void* b, auto... st) {
-               engine_->broadcast(a, b, count * sizeof(T), root_node, st...);
-             });
-    if (map_.local_size > 1) local_->broadcast(out, out, count, root_local, o);
+    const auto ch = chunks(count, 0, 2 * sizeof(T));
+    run_chunks(
+        ch.size(), o,
+        [&](std::size_t j) { // the root's rail from the root's node
+          const std::size_t at = ch[j].at, bytes = ch[j].m * sizeof(T);
+          return crossing{(mine ? in : out) + at, out + at, mine ? bytes : 0, bytes,
+                          map_.local_rank == root_local};
+        },
+        [&](std::size_t j, const void* a, void* b, auto... st) {
+          engine_->broadcast(a, b, ch[j].m * sizeof(T), root_node, st...);
+        },
+        [&](std::size_t j) { // then every node from its rank on that rail
+          if (map_.local_size > 1) local_->broadcast(out + ch[j].at, out + ch[j].at, ch[j].m, root_local, o);
+        });
   }
 
   /// root's out = in reduced over every rank. Other ranks' out is not used (may be null).
@@ -228,21 +261,26 @@ public:
     check_buffers(call, count, in, count, rank() == root ? out : nullptr, rank() == root ? count : 0, true);
     if (map_.nodes == 1) return local_->reduce(in, out, count, map_.local_of[root], op, o);
     const int root_node = map_.node_of[root], root_local = map_.local_of[root];
+    const bool mine = rank() == root;
     const auto lop = local_op(op);
-    T* s = static_cast<T*>(static_cast<void*>(scratch_.ptr));
-    for (const chunk& ch : chunks(count, sizeof(T))) {
-      const std::size_t at = ch.at, m = ch.m; // not a structured binding: clang < 16 cannot capture one
-      // the node's partial lands in scratch on its rank on the root's rail
-      if (map_.local_size > 1)
-        local_->reduce(in + at, s, m, root_local, lop, o);
-      else
-        P::copy_async(s, in + at, m * sizeof(T), stream_of(o));
-      if (map_.local_rank == root_local)
-        across(o, s, rank() == root ? out + at : s, m * sizeof(T), rank() == root ? m * sizeof(T) : 0,
-               [&](const void* a, void* b, auto... st) {
-                 engine_->reduce(a, b, m, dtype_of<T>, r, root_node, st...);
-               });
-    }
+    T* s = scratch<T>();
+    const auto ch = chunks(count, sizeof(T), 2 * sizeof(T));
+    run_chunks(
+        ch.size(), o,
+        [&](std::size_t j) { // the node's partial, in scratch on its rank on the root's rail
+          const std::size_t at = ch[j].at, m = ch[j].m;
+          const T* partial = in + at;
+          if (map_.local_size > 1) {
+            local_->reduce(in + at, s, m, root_local, lop, o);
+            partial = s;
+          }
+          return crossing{partial, mine ? out + at : s, m * sizeof(T), mine ? m * sizeof(T) : 0,
+                          map_.local_rank == root_local};
+        },
+        [&](std::size_t j, const void* a, void* b, auto... st) { // then that rail's reduce to the root
+          engine_->reduce(a, b, ch[j].m, dtype_of<T>, r, root_node, st...);
+        },
+        [](std::size_t) {});
   }
 
   /// in, out: world() blocks of `count`; block q of in goes to rank q, where it lands as block
@@ -253,75 +291,118 @@ public:
     const std::size_t W = static_cast<std::size_t>(world());
     check_buffers(call, count, in, count * W, out, count * W, false);
     if (map_.nodes == 1) return local_->all_to_all(in, out, count, o);
-    const int N = map_.nodes, L = map_.local_size;
-    if (count == 0) return;
-    if (L == 1) // nodes in rank order, one rank each: the engine alone
-      return across(
-          o, in, out, count * W * sizeof(T), count * W * sizeof(T),
+    const std::size_t N = static_cast<std::size_t>(map_.nodes), L = static_cast<std::size_t>(map_.local_size);
+    if (L == 1 && !staged) // nodes in rank order, one rank each: the engine alone
+      return once(
+          o,
+          [&] {
+            return crossing{in, out, count * W * sizeof(T), count * W * sizeof(T)};
+          },
           [&](const void* a, void* b, auto... st) { engine_->all_to_all(a, b, count * sizeof(T), st...); });
-    T* s = static_cast<T*>(static_cast<void*>(scratch_.ptr));
-    for (const chunk& ch : chunks(count, 2 * W * sizeof(T))) {
-      const std::size_t at = ch.at, m = ch.m; // not a structured binding: clang < 16 cannot capture one
-      T* r = s + W * m;
-      by_rail(s, in, count, at, m, o); // the chunks of the blocks for each rank (n, l)
-      // r = [sender's local l][node n][m]: what this node sends to rank (n, my local rank)
-      local_->all_to_all(s, r, static_cast<std::size_t>(N) * m, o);
-      // s = [node n][sender's local l][m]: what goes to node n on this rail
-      for (int n = 0; n < N; ++n)
-        for (int l = 0; l < L; ++l)
-          P::copy_async(s + (static_cast<std::size_t>(n) * L + l) * m,
-                        r + (static_cast<std::size_t>(l) * N + n) * m, m * sizeof(T), stream_of(o));
-      // r = [sender's node n][sender's local l][m]
-      across(o, s, r, W * m * sizeof(T), W * m * sizeof(T), [&](const void* a, void* b, auto... st) {
-        engine_->all_to_all(a, b, L * m * sizeof(T), st...);
-      });
-      by_rank(out, r, count, at, m, true, o);
-    }
+    T* s = scratch<T>();
+    const auto ch = chunks(count, 2 * W * sizeof(T), 2 * W * sizeof(T));
+    auto rows = [&](std::size_t j) { return s + W * ch[j].m; };
+    run_chunks(
+        ch.size(), o,
+        [&](std::size_t j) {
+          const std::size_t m = ch[j].m;
+          T* r = rows(j);
+          by_rail(s, in, count, ch[j].at, m, o); // the chunks of the blocks for each rank (n, l)
+          if (L > 1) {
+            // r = [sender's local l][node n][m]: what this node sends to rank (n, my local rank)
+            local_->all_to_all(s, r, N * m, o);
+            // s = [node n][sender's local l][m]: what goes to node n on this rail
+            for (std::size_t n = 0; n < N; ++n)
+              for (std::size_t l = 0; l < L; ++l)
+                P::copy_async(s + (n * L + l) * m, r + (l * N + n) * m, m * sizeof(T), stream_of(o));
+          }
+          return crossing{s, r, W * m * sizeof(T), W * m * sizeof(T)};
+        },
+        [&](std::size_t j, const void* a, void* b, auto... st) {
+          engine_->all_to_all(a, b, L * ch[j].m * sizeof(T), st...);
+        },
+        [&](std::size_t j) { // r = [sender's node n][sender's local l][m]
+          by_rank(out, rows(j), count, ch[j].at, ch[j].m, true, o);
+        });
   }
 
 private:
-  /// The all-reduce of the first c * L elements where the engine takes host memory and launches
-  /// are asynchronous (a GPU): in chunks of m elements a rank, each an all-reduce of its own
-  /// (local reduce-scatter of m * L, the engine on the rank's m through pinned staging, local
-  /// all-gather), pipelined: the chunk after next's reduce-scatter and its copy to the host are
-  /// enqueued before the host runs the engine on this chunk, so the GPU's node-local steps and
-  /// copies run while the engine does. Two staging slots alternate; a slot's host buffers are
-  /// reused only after the host saw a later copy on the stream end, so after their own.
-  template <element T, class LocalOp>
-  void pipelined_all_reduce(const T* in, T* out, std::size_t c, engine_reduction r, const LocalOp& lop,
-                            const call_options<P>& o) {
-    const std::size_t L = static_cast<std::size_t>(map_.local_size),
-                      me = static_cast<std::size_t>(map_.local_rank);
-    const std::size_t m = std::max<std::size_t>(1, scratch_bytes_ / 4 / sizeof(T)); // a slot's in or out
-    const std::size_t k = (c + m - 1) / m;
-    const auto st = stream_of(o);
-    auto len = [&](std::size_t j) { return std::min(m, c - j * m); };
-    auto host = [&](std::size_t j, int which) { return static_cast<T*>(stage_) + (2 * (j % 2) + which) * m; };
-    auto shard = [&](std::size_t j) { return out + j * m * L + me * len(j); };
-    auto first_half = [&](std::size_t j) { // the chunk's reduce-scatter and its copy to the host
-      local_->reduce_scatter(in + j * m * L, shard(j), len(j), lop, o);
-      P::copy_async(host(j, 0), shard(j), len(j) * sizeof(T), st);
-      P::record(events_[j % 2], st);
-    };
-    first_half(0);
-    for (std::size_t j = 0; j < k; ++j) {
-      if (j + 1 < k) first_half(j + 1);
-      P::synchronize(events_[j % 2]);
-      engine_->all_reduce(host(j, 0), host(j, 1), len(j), dtype_of<T>, r);
-      P::copy_async(shard(j), host(j, 1), len(j) * sizeof(T), st);
-      local_->all_gather(shard(j), out + j * m * L, len(j), o);
+  /// Whether the engine's steps go through host memory while launches are asynchronous (a GPU
+  /// and an engine on host memory): then they go through the pinned staging, pipelined.
+  static constexpr bool staged = !P::synchronous_launch && !stream_engine<E, P>;
+
+  /// What a chunk carries across nodes: the engine reads in_bytes at `in` and writes out_bytes
+  /// at `out` (the platform's memory). A rank off the rail that a broadcast or a reduce crosses
+  /// on does not cross (`crosses` false).
+  struct crossing {
+    const void* in = nullptr;
+    void* out = nullptr;
+    std::size_t in_bytes = 0, out_bytes = 0;
+    bool crosses = true;
+  };
+
+  /// Runs k chunks of a collective, each in three parts: before(j) enqueues chunk j's node-local
+  /// steps ahead of the engine and says what crosses; step(j, in, out, stream...) runs the engine;
+  /// after(j) enqueues the node-local steps behind it. A stream engine gets the buffers and the
+  /// call's stream; on a synchronous platform the engine gets the buffers. Staged (a GPU, an
+  /// engine on host memory), the crossings go through the pinned staging, pipelined: chunk j + 1's
+  /// steps ahead of the engine and its copy to the host are enqueued before the host waits for
+  /// chunk j's copy and runs the engine on it, so the GPU's node-local steps run while the engine
+  /// does. Two slots of scratch_bytes alternate, each a chunk's in then its out (the callers'
+  /// chunks fit). Slot j % 2 is next filled by chunk j + 2's copy to the host, enqueued after
+  /// chunk j's copy back, and the engine writes it only after the host saw the copy of chunk
+  /// j + 1, which follows chunk j's copy back on the stream, end: a slot is reused only after its
+  /// last use.
+  template <class Before, class Step, class After>
+  void run_chunks(std::size_t k, const call_options<P>& o, Before before, Step step, After after) {
+    if constexpr (!staged) {
+      for (std::size_t j = 0; j < k; ++j) {
+        const crossing x = before(j);
+        if constexpr (stream_engine<E, P>) {
+          if (x.crosses) step(j, x.in, x.out, stream_of(o));
+        } else {
+          if (x.crosses) step(j, x.in, x.out);
+        }
+        after(j);
+      }
+    } else {
+      const auto st = stream_of(o);
+      crossing x[2];
+      auto slot = [&](std::size_t j) { return static_cast<std::byte*>(stage_) + (j % 2) * scratch_bytes_; };
+      auto ahead = [&](std::size_t j) {
+        x[j % 2] = before(j);
+        if (x[j % 2].crosses && x[j % 2].in_bytes) P::copy_async(slot(j), x[j % 2].in, x[j % 2].in_bytes, st);
+        P::record(events_[j % 2], st);
+      };
+      if (k > 0) ahead(0);
+      for (std::size_t j = 0; j < k; ++j) {
+        if (j + 1 < k) ahead(j + 1);
+        const crossing& c = x[j % 2];
+        if (c.crosses) {
+          P::synchronize(events_[j % 2]);
+          step(j, slot(j), slot(j) + c.in_bytes);
+          if (c.out_bytes) P::copy_async(c.out, slot(j) + c.in_bytes, c.out_bytes, st);
+        }
+        after(j);
+      }
     }
   }
-  /// Whether the engine's steps go through host memory while launches are asynchronous (a GPU
-  /// and an engine on host memory): the pipelined all-reduce's pinned staging.
-  static constexpr bool staged = !P::synchronous_launch && !stream_engine<E, P>;
-  /// The pinned staging (scratch_bytes: two slots of an input and an output) and its slots'
-  /// events, made with the communicator: freeing or growing pinned memory later could wait for
-  /// the whole GPU, peers' kernels included.
+  /// One chunk, with nothing behind the engine: make() enqueues what comes ahead and says what
+  /// crosses; step(in, out, stream...) runs the engine.
+  template <class Make, class Step>
+  void once(const call_options<P>& o, Make make, Step step) {
+    run_chunks(
+        1, o, [&](std::size_t) { return make(); },
+        [&](std::size_t, const void* a, void* b, auto... st) { step(a, b, st...); }, [](std::size_t) {});
+  }
+
+  /// The pinned staging (two slots of scratch_bytes) and its slots' events, made with the
+  /// communicator: freeing or growing pinned memory later could wait for the whole GPU, peers'
+  /// kernels included.
   void make_staging(int device) {
     if constexpr (staged) {
-      if (map_.nodes == 1 || map_.local_size == 1) return;
-      stage_ = P::allocate_pinned(scratch_bytes_);
+      if (map_.nodes == 1) return;
+      stage_ = P::allocate_pinned(2 * scratch_bytes_);
       events_[0] = P::create_event(device);
       events_[1] = P::create_event(device);
     }
@@ -363,25 +444,6 @@ private:
       return op;
   }
 
-  /// An engine step on `in_bytes` at `in` into `out_bytes` at `out`: step(in, out, stream...) with
-  /// the buffers themselves and the call's stream for a stream engine; else the buffers
-  /// themselves where launches are synchronous (host memory), or staged through host memory after
-  /// the stream.
-  template <class F>
-  void across(const call_options<P>& o, const void* in, void* out, std::size_t in_bytes,
-              std::size_t out_bytes, F&& step) {
-    if constexpr (stream_engine<E, P>) {
-      step(in, out, stream_of(o));
-    } else if constexpr (P::synchronous_launch) {
-      step(in, out);
-    } else {
-      P::synchronize(stream_of(o));
-      std::vector<std::byte> a(in_bytes), b(out_bytes);
-      if (in_bytes) P::copy(a.data(), in, in_bytes);
-      step(a.data(), b.data());
-      if (out_bytes) P::copy(out, b.data(), out_bytes);
-    }
-  }
   typename P::stream stream_of(const call_options<P>& o) const {
     return o.stream ? o.stream : local_->stream();
   }
@@ -419,15 +481,23 @@ private:
         P::copy_async(blocks + map_.global(n, l) * count + at, s + slot * m, m * sizeof(T), stream_of(o));
       }
   }
-  /// [at, at + m) chunks of `count` elements, each m * row_bytes fitting the scratch.
+  /// [at, at + m) chunks of `count` elements: m rows of device_row bytes fit the scratch and,
+  /// staged, m rows of staged_row bytes (a chunk's in and out) a staging slot; 0: no bound.
   struct chunk {
     std::size_t at, m;
   };
-  std::vector<chunk> chunks(std::size_t count, std::size_t row_bytes) const {
-    const std::size_t per = std::max<std::size_t>(1, scratch_bytes_ / row_bytes);
+  std::vector<chunk> chunks(std::size_t count, std::size_t device_row, std::size_t staged_row) const {
+    std::size_t per = count;
+    if (device_row) per = std::min(per, scratch_bytes_ / device_row);
+    if (staged && staged_row) per = std::min(per, scratch_bytes_ / staged_row);
+    per = std::max<std::size_t>(per, 1);
     std::vector<chunk> v;
     for (std::size_t at = 0; at < count; at += per) v.push_back({at, std::min(per, count - at)});
     return v;
+  }
+  template <class T>
+  T* scratch() const {
+    return static_cast<T*>(static_cast<void*>(scratch_.ptr));
   }
 
   /// The communicator's checks (communicator/checks.hpp): a `count` whose world of blocks would

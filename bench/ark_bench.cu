@@ -51,8 +51,9 @@
 // of world / N (rank r in node r / (world / N); a node a GPU, round-robin), its rails over
 // --engine (bootstrap: the reference engine, host memory, staged; nccl: NCCL on the GPUs'
 // memory, which needs every node on a GPU of its own; mpi: MPI through host memory, one process
-// a rank under mpirun, `mpirun -np 4 ark_bench --nodes 2 --engine mpi`, where the build found
-// MPI); each size also times the engine alone on the rail's share (size / (world / N)), so the
+// a rank under mpirun, `mpirun -np 4 ark_bench --nodes 2 --engine mpi`, or one process a node
+// whose ranks are threads, `mpirun -np 2 ark_bench --nodes 2 --ranks 4 --engine mpi`, where the
+// build found MPI); each size also times the engine alone on the rail's share (size / (world / N)), so the
 // columns say what ark's node-local steps add.
 #include "ark/ark.hpp"
 
@@ -65,6 +66,7 @@
 #include <ctime>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -571,15 +573,19 @@ struct node_result {
   std::size_t wrong;
 };
 
-/// Rank `rank` of the hierarchical all-reduce over engines E (made by make(rail bootstrap,
-/// device)), its ranks joined by `boot` (threads of this process, or processes under mpirun):
-/// for each size, three timed loops of the all-reduce and three of the engine alone on the rail's
-/// share (its memory: the GPU's for a stream engine, the host's else), each ending synchronized
-/// on the host, every rank starting together (sync()); the medians go to *results (rank 0).
-template <class E, class Boot, class Sync, class Make>
-void run_nodes_rank(const options& opt, int world, int rank, Boot boot, Sync sync, Make make,
+template <class E>
+using hcomm_of = ark::hierarchical_communicator<gpu, E>;
+
+/// Rank `rank` of the hierarchical all-reduce over engines E, its communicator made by
+/// build(config, device) (its ranks threads of this process, or processes under mpirun, or
+/// both): for each size, three timed loops of the all-reduce and three of the engine alone on the
+/// rail's share (its memory: the GPU's for a stream engine, the host's else), each ending
+/// synchronized on the host, every rank starting together (sync()); the medians go to *results
+/// (rank 0).
+template <class E, class Build, class Sync>
+void run_nodes_rank(const options& opt, int world, int rank, Build build, Sync sync,
                     std::vector<node_result>* results) {
-  using hcomm = ark::hierarchical_communicator<gpu, E>;
+  using hcomm = hcomm_of<E>;
   const int L = world / opt.nodes, device = (rank / L) % gpu::device_count();
   gpu::use_device(device);
   const std::size_t most = opt.max_bytes / sizeof(float);
@@ -599,8 +605,8 @@ void run_nodes_rank(const options& opt, int world, int rank, Boot boot, Sync syn
     cfg.local.early_launch = opt.early_launch;
     cfg.nodes.name = "node" + std::to_string(rank / L);
     cfg.nodes.ranks_per_node = 0;
-    hcomm c(
-        std::move(boot), [&](auto rail) { return make(std::move(rail), device); }, cfg);
+    const std::unique_ptr<hcomm> made = build(cfg, device);
+    hcomm& c = *made;
     ark::call_options<gpu> o;
     o.stream = s;
     float* const x = reinterpret_cast<float*>(in.ptr);
@@ -697,15 +703,20 @@ int run_nodes(const options& opt, int world, const std::string& command) {
         if (opt.engine == "nccl") {
 #if defined(ARK_BENCH_NCCL)
           run_nodes_rank<ark::nccl_engine>(
-              opt, world, r, boot, together,
-              [](auto rail, int d) { return ark::nccl_engine(std::move(rail), d); }, &results);
+              opt, world, r,
+              [&](auto cfg, int d) {
+                return std::make_unique<hcomm_of<ark::nccl_engine>>(
+                    boot, [d](auto rail) { return ark::nccl_engine(std::move(rail), d); }, cfg);
+              },
+              together, &results);
 #else
           throw std::runtime_error("--engine nccl: this ark_bench was built without NCCL");
 #endif
         } else {
           run_nodes_rank<ark::bootstrap_engine>(
-              opt, world, r, boot, together,
-              [](auto rail, int) { return ark::bootstrap_engine(std::move(rail)); }, &results);
+              opt, world, r,
+              [&](auto cfg, int) { return std::make_unique<hcomm_of<ark::bootstrap_engine>>(boot, cfg); },
+              together, &results);
         }
       } catch (const std::exception& e) {
         errors[r] = e.what();
@@ -720,31 +731,72 @@ int run_nodes(const options& opt, int world, const std::string& command) {
 
 #if defined(ARK_BENCH_MPI)
 /// --nodes with --engine mpi: this process is one rank of MPI_COMM_WORLD (mpirun starts one a
-/// rank; the ranks of a node share its GPU, a node a GPU round-robin), its rails over MPI, staged
-/// through host memory; rank 0 prints the table.
+/// rank; the ranks of a node share its GPU, a node a GPU round-robin), or, with one process a node
+/// and --ranks above the processes, a node of --ranks / nodes ranks as threads (the node's
+/// bootstrap in-process, each thread's rail on an MPI communicator of its own): its rails over
+/// MPI, staged through host memory; rank 0 prints the table.
 int run_nodes_mpi(const options& opt, const std::string& command) {
-  int provided = 0, rank = 0, world = 0;
+  int provided = 0, proc = 0, procs = 0;
   MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  MPI_Comm_rank(MPI_COMM_WORLD, &proc);
+  MPI_Comm_size(MPI_COMM_WORLD, &procs);
+  const int threads = procs == opt.nodes && opt.ranks > procs ? opt.ranks / procs : 1; // ranks a process
   int code = 0;
-  if (opt.nodes < 1 || world % opt.nodes) {
-    if (rank == 0)
-      std::fprintf(stderr, "ark_bench: --nodes %d does not divide the %d ranks\n", opt.nodes, world);
+  if (opt.nodes < 1 || procs % opt.nodes || (threads > 1 && opt.ranks % procs)) {
+    if (proc == 0)
+      std::fprintf(stderr, "ark_bench: --nodes %d does not divide the %d ranks\n", opt.nodes,
+                   threads > 1 ? opt.ranks : procs);
+    code = 64;
+  } else if (threads > 1 && provided < MPI_THREAD_MULTIPLE) {
+    if (proc == 0) std::fprintf(stderr, "ark_bench: ranks as threads need MPI_THREAD_MULTIPLE\n");
     code = 64;
   } else {
     std::vector<node_result> results;
-    try {
-      run_nodes_rank<ark::mpi_engine>(
-          opt, world, rank, ark::mpi_bootstrap(MPI_COMM_WORLD), [] { MPI_Barrier(MPI_COMM_WORLD); },
-          [](ark::mpi_bootstrap rail, int) { return ark::mpi_engine(std::move(rail)); }, &results);
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
-      code = 1;
-    }
+    const int world = procs * threads;
+    using hcomm = hcomm_of<ark::mpi_engine>;
+    std::vector<MPI_Comm> rails(threads > 1 ? threads : 0); // made here, in order, by every process
+    for (auto& r : rails) MPI_Comm_dup(MPI_COMM_WORLD, &r);
+    auto group = std::make_shared<ark::in_process_group>(threads);
+    // every rank of the job together: this process's threads, then one MPI barrier among them
+    std::barrier sync(threads, []() noexcept { MPI_Barrier(MPI_COMM_WORLD); });
+    std::vector<std::string> errors(threads);
+    auto rank_of = [&](int l) {
+      try {
+        if (threads == 1)
+          run_nodes_rank<ark::mpi_engine>(
+              opt, world, proc,
+              [&](auto cfg, int) {
+                return std::make_unique<hcomm>(
+                    ark::mpi_bootstrap(MPI_COMM_WORLD),
+                    [](ark::mpi_bootstrap rail) { return ark::mpi_engine(std::move(rail)); }, cfg);
+              },
+              [] { MPI_Barrier(MPI_COMM_WORLD); }, &results);
+        else
+          run_nodes_rank<ark::mpi_engine>(
+              opt, world, proc * threads + l,
+              [&](auto cfg, int) {
+                std::optional<ark::mpi_engine> rail;
+                if (procs > 1) rail.emplace(ark::mpi_bootstrap(rails[l]));
+                return std::make_unique<hcomm>(ark::node_map::regular(procs, threads, proc, l),
+                                               ark::in_process_bootstrap(group, l), std::move(rail), cfg);
+              },
+              [&] { sync.arrive_and_wait(); }, &results);
+      } catch (const std::exception& e) {
+        errors[l] = e.what();
+        if (threads > 1) sync.arrive_and_drop(); // the others go on (and fail on their own bounds)
+      }
+    };
+    std::vector<std::thread> ts;
+    for (int l = 1; l < threads; ++l) ts.emplace_back(rank_of, l);
+    rank_of(0);
+    for (auto& t : ts) t.join();
+    for (int l = 0; l < threads; ++l)
+      if (!errors[l].empty())
+        std::fprintf(stderr, "rank %d: %s\n", proc * threads + l, errors[l].c_str()), code = 1;
+    for (auto& r : rails) MPI_Comm_free(&r);
     int any = code;
     MPI_Allreduce(&code, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    if (!any && rank == 0)
+    if (!any && proc == 0)
       code = print_nodes(opt, world, results, command);
     else if (any)
       code = 1;

@@ -32,7 +32,7 @@
 //                         [--registered] [--user-stream] [--slot BYTES] [--budget BYTES]
 //                         [--workers N] [--per-worker BYTES] [--ll-per-worker BYTES]
 //                         [--ce-min BYTES] [--ce-chunk BYTES] [--only VARIANT,...] [--ranks N]
-//                         [--op all_reduce|all_to_all|send_recv] [--agg N]
+//                         [--op all_reduce|all_to_all|send_recv] [--agg N] [--paired]
 //                         [--nodes N [--engine bootstrap|nccl|mpi]]
 // clang-format on
 // --no-early: the communicators launch plainly, not early (communicator::config::early_launch);
@@ -44,6 +44,9 @@
 // instead of the defaults (--slot: explicit slots, the region unbounded; --budget: automatic slots
 // in that many bytes); --per-worker, --ll-per-worker: tuning::bytes_per_worker and
 // ::ll_bytes_per_worker (a call's blocks); --ce-chunk: communicator::config::ce_chunk_bytes;
+// --paired (with nccl and dynamic): eager loops of the two also timed in alternation, 21 pairs a
+// size, and the median of the pairs' differences printed below the table (the shim's cost under
+// drift that rows timed one after the other do not share);
 // --only: these variants, and NCCL where it runs; --agg: in eager and graph modes, calls are made
 // N to a group (nccl-tests' -m: ncclGroupStart/End around them; ark's group_start/group_end,
 // which batches like collectives into one launch); times stay per call.
@@ -134,6 +137,7 @@ struct options {
   bool nccl = true;                 // NCCL beside ark (when ranks share a GPU: where the library serves it)
   op_kind op = op_kind::all_reduce; // --op
   int agg = 1;                      // calls a group in eager and graph modes (--agg)
+  bool paired = false;              // --paired: eager nccl and dynamic also timed in alternation
   int nodes = 0;                    // --nodes: the hierarchical all-reduce over this many nodes
   std::string engine = "bootstrap"; // --engine: between the nodes
   bool runs(variant v) const {
@@ -147,6 +151,12 @@ struct result {
   variant v;
   double us;
   std::size_t wrong;
+};
+/// --paired: eager nccl and dynamic loops timed in alternation at one size; medians in µs a call.
+struct paired_result {
+  std::size_t bytes;
+  double nccl_us, dynamic_us, difference_us; ///< the difference: the median of the pairs'
+  int pairs;
 };
 
 /// Calls in a timed loop: enough to dwarf launch jitter, few for the big sizes.
@@ -197,7 +207,8 @@ struct shared_state {
   std::shared_ptr<ark::in_process_group> group;
   std::barrier<> sync;
   std::vector<result> results; // filled by rank 0
-  ark::memory_report memory;   // rank 0's communicator
+  std::vector<paired_result> paired;
+  ark::memory_report memory; // rank 0's communicator
 #if defined(ARK_BENCH_NCCL)
   std::vector<ncclComm_t> nccl;
 #endif
@@ -280,6 +291,11 @@ public:
 #endif
           measure(bytes, v, m);
         }
+#if defined(ARK_BENCH_NCCL)
+    if (s_.opt.paired && s_.opt.op == op_kind::all_reduce && s_.opt.runs(variant::nccl) &&
+        s_.opt.runs(variant::dynamic))
+      for (std::size_t bytes = s_.opt.min_bytes; bytes <= s_.opt.max_bytes; bytes *= 2) measure_paired(bytes);
+#endif
   }
 
 private:
@@ -527,6 +543,41 @@ private:
     }
     const std::size_t moved = s_.opt.op == op_kind::all_to_all ? n * s_.world * sizeof(float) : bytes;
     if (rank_ == 0) s_.results.push_back({moved, m, v, ms * 1000.0 / iters, wrong});
+    s_.sync.arrive_and_wait();
+  }
+
+  /// --paired: eager loops of nccl and of dynamic in alternation, 21 pairs, every rank starting
+  /// each loop together. Rows timed one after the other drift apart by more than the few tenths of
+  /// a microsecond the shim may add; loops side by side drift together, and the median of the
+  /// pairs' differences keeps what is the shim's.
+  void measure_paired(std::size_t bytes) {
+    const std::size_t n = elems(bytes);
+    const int iters = iterations(bytes, s_.opt.quick);
+    auto loop = [&](variant v) {
+      s_.sync.arrive_and_wait();
+      float ms = 0;
+      rt::check(rt::event_record(start_, stream_), "record");
+      enqueue_calls(v, n, iters);
+      rt::check(rt::event_record(stop_, stream_), "record");
+      rt::check(rt::stream_synchronize(stream_), "synchronize");
+      comm_->synchronize();
+      rt::check(rt::event_elapsed_ms(&ms, start_, stop_), "elapsed");
+      return ms * 1000.0 / iters;
+    };
+    loop(variant::nccl), loop(variant::dynamic); // warm up
+    constexpr int pairs = 21;
+    std::vector<double> a, b, d;
+    for (int i = 0; i < pairs; ++i) {
+      const bool nccl_first = i % 2 == 0; // neither always first
+      const double x = loop(nccl_first ? variant::nccl : variant::dynamic);
+      const double y = loop(nccl_first ? variant::dynamic : variant::nccl);
+      a.push_back(nccl_first ? x : y), b.push_back(nccl_first ? y : x), d.push_back(a.back() - b.back());
+    }
+    auto median = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return v[v.size() / 2];
+    };
+    if (rank_ == 0) s_.paired.push_back({bytes, median(a), median(b), median(d), pairs});
     s_.sync.arrive_and_wait();
   }
 
@@ -871,6 +922,13 @@ void report(const shared_state& s, const std::string& command) {
     csv << r.bytes << ',' << r.bytes / 4 << ',' << mode_name(r.m) << ',' << variant_name(r.v) << ',' << r.us
         << ',' << algbw << ',' << busbw << ',' << r.wrong << ',' << ratio << '\n';
   }
+  if (!s.paired.empty())
+    std::printf("# --paired: eager loops of nccl and dynamic in alternation; medians (us a call) of each and "
+                "of the pairs' differences\n#%11s %10s %10s %12s %6s\n",
+                "size(B)", "nccl", "dynamic", "nccl-dyn", "pairs");
+  for (const paired_result& p : s.paired)
+    std::printf("#%11zu %10.3f %10.3f %+12.3f %6d\n", p.bytes, p.nccl_us, p.dynamic_us, p.difference_us,
+                p.pairs);
 }
 
 } // namespace
@@ -917,6 +975,8 @@ int main(int argc, char** argv) {
              (std::string(argv[i + 1]) == "bootstrap" || std::string(argv[i + 1]) == "nccl" ||
               std::string(argv[i + 1]) == "mpi"))
       opt.engine = argv[++i], command += std::string(" ") + argv[i];
+    else if (a == "--paired")
+      opt.paired = true, command += " --paired";
     else if (a == "--agg" && i + 1 < argc && std::atoi(argv[i + 1]) >= 1)
       opt.agg = std::atoi(argv[++i]), command += std::string(" ") + argv[i];
     else if (a == "--ranks" && i + 1 < argc && std::atoi(argv[i + 1]) >= 1)
@@ -928,15 +988,16 @@ int main(int argc, char** argv) {
           std::find(std::begin(op_names), std::end(op_names), std::string(argv[++i])) - std::begin(op_names)),
       command += std::string(" ") + argv[i];
     else {
-      std::fprintf(stderr,
-                   "usage: %s [--min BYTES] [--max BYTES] [--csv FILE] [--quick] [--no-early] [--registered] "
-                   "[--user-stream] "
-                   "[--slot BYTES] "
-                   "[--budget BYTES] [--workers N] [--per-worker BYTES] [--ll-per-worker BYTES] [--ce-min "
-                   "BYTES] [--ce-chunk BYTES] "
-                   "[--only VARIANT,...] [--ranks N] [--op all_reduce|all_to_all|send_recv] [--agg N] "
-                   "[--nodes N [--engine bootstrap|nccl|mpi]]\n",
-                   argv[0]);
+      std::fprintf(
+          stderr,
+          "usage: %s [--min BYTES] [--max BYTES] [--csv FILE] [--quick] [--no-early] [--registered] "
+          "[--user-stream] "
+          "[--slot BYTES] "
+          "[--budget BYTES] [--workers N] [--per-worker BYTES] [--ll-per-worker BYTES] [--ce-min "
+          "BYTES] [--ce-chunk BYTES] "
+          "[--only VARIANT,...] [--ranks N] [--op all_reduce|all_to_all|send_recv] [--agg N] [--paired] "
+          "[--nodes N [--engine bootstrap|nccl|mpi]]\n",
+          argv[0]);
       return 64;
     }
   }

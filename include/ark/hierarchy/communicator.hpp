@@ -349,10 +349,9 @@ private:
   /// steps ahead of the engine and its copy to the host are enqueued before the host waits for
   /// chunk j's copy and runs the engine on it, so the GPU's node-local steps run while the engine
   /// does. Two slots of scratch_bytes alternate, each a chunk's in then its out (the callers'
-  /// chunks fit). Slot j % 2 is next filled by chunk j + 2's copy to the host, enqueued after
-  /// chunk j's copy back, and the engine writes it only after the host saw the copy of chunk
-  /// j + 1, which follows chunk j's copy back on the stream, end: a slot is reused only after its
-  /// last use.
+  /// chunks fit). Slot j % 2 next serves chunk j + 2: its copy to the host is enqueued after chunk
+  /// j's copy back, on the same stream, and the host runs the engine on it only after that copy
+  /// ended. A slot is reused only after its last use.
   template <class Before, class Step, class After>
   void run_chunks(std::size_t k, const call_options<P>& o, Before before, Step step, After after) {
     if constexpr (!staged) {

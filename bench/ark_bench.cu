@@ -524,26 +524,32 @@ private:
     run_mode(v, m, n, m == mode::graph ? iters : std::max(1, iters / 10), exec); // warm up
     rt::check(rt::stream_synchronize(stream_), "synchronize");
     comm_->synchronize();
-    float runs[3]; // the median of three timed runs: one hiccup of a shared machine is not a result
-    for (float& ms : runs) {
-      s_.sync.arrive_and_wait();
-      rt::check(rt::event_record(start_, stream_), "record");
-      run_mode(v, m, n, iters, exec);
-      rt::check(rt::event_record(stop_, stream_), "record");
-      rt::check(rt::stream_synchronize(stream_), "synchronize"); // the bench's stream or ark's
-      comm_->synchronize();
-      rt::check(rt::event_elapsed_ms(&ms, start_, stop_), "elapsed");
-    }
+    double runs[3]; // the median of three timed runs: one hiccup of a shared machine is not a result
+    for (double& us : runs) us = timed_loop(iters, [&] { run_mode(v, m, n, iters, exec); });
     std::sort(runs, runs + 3);
-    const float ms = runs[1];
     const std::size_t wrong = check(n);
     if (m == mode::graph) {
       rt::check(rt::graph_exec_destroy(exec), "graph");
       rt::check(rt::graph_destroy(g), "graph");
     }
     const std::size_t moved = s_.opt.op == op_kind::all_to_all ? n * s_.world * sizeof(float) : bytes;
-    if (rank_ == 0) s_.results.push_back({moved, m, v, ms * 1000.0 / iters, wrong});
+    if (rank_ == 0) s_.results.push_back({moved, m, v, runs[1], wrong});
     s_.sync.arrive_and_wait();
+  }
+
+  /// One timed loop of the `iters` calls run() enqueues, every rank starting together; µs a call
+  /// (the stream's time between events around them, after the stream and the communicator end).
+  template <class F>
+  double timed_loop(int iters, F&& run) {
+    s_.sync.arrive_and_wait();
+    float ms = 0;
+    rt::check(rt::event_record(start_, stream_), "record");
+    run();
+    rt::check(rt::event_record(stop_, stream_), "record");
+    rt::check(rt::stream_synchronize(stream_), "synchronize"); // the bench's stream or ark's
+    comm_->synchronize();
+    rt::check(rt::event_elapsed_ms(&ms, start_, stop_), "elapsed");
+    return ms * 1000.0 / iters;
   }
 
   /// --paired: eager loops of nccl and of dynamic in alternation, 21 pairs, every rank starting
@@ -553,17 +559,7 @@ private:
   void measure_paired(std::size_t bytes) {
     const std::size_t n = elems(bytes);
     const int iters = iterations(bytes, s_.opt.quick);
-    auto loop = [&](variant v) {
-      s_.sync.arrive_and_wait();
-      float ms = 0;
-      rt::check(rt::event_record(start_, stream_), "record");
-      enqueue_calls(v, n, iters);
-      rt::check(rt::event_record(stop_, stream_), "record");
-      rt::check(rt::stream_synchronize(stream_), "synchronize");
-      comm_->synchronize();
-      rt::check(rt::event_elapsed_ms(&ms, start_, stop_), "elapsed");
-      return ms * 1000.0 / iters;
-    };
+    auto loop = [&](variant v) { return timed_loop(iters, [&] { enqueue_calls(v, n, iters); }); };
     loop(variant::nccl), loop(variant::dynamic); // warm up
     constexpr int pairs = 21;
     std::vector<double> a, b, d;

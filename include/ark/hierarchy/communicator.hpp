@@ -128,24 +128,23 @@ public:
     if (map_.nodes == 1) return local_->all_reduce(in, out, count, op, o);
     const std::size_t L = static_cast<std::size_t>(map_.local_size),
                       me = static_cast<std::size_t>(map_.local_rank), c = count / L, done = c * L;
-    // chunk j: an all-reduce of its own over [j * m * L, + len(j) * L), the rank's shard len(j)
-    const std::size_t m =
-        staged ? std::max<std::size_t>(1, scratch_bytes_ / (2 * sizeof(T))) : std::max(c, std::size_t{1});
-    auto len = [&](std::size_t j) { return std::min(m, c - j * m); };
-    auto shard = [&](std::size_t j) { return out + j * m * L + me * len(j); };
-    run_chunks((c + m - 1) / m, o,
-               [&](std::size_t j) {
-                 const std::size_t bytes = len(j) * sizeof(T);
-                 if (L == 1) return crossing{in + j * m, out + j * m, bytes, bytes};
-                 local_->reduce_scatter(in + j * m * L, shard(j), len(j), lop, o);
-                 return crossing{shard(j), shard(j), bytes, bytes};
-               },
-               [&](std::size_t j, const void* a, void* b, auto... st) {
-                 engine_->all_reduce(a, b, len(j), dtype_of<T>, r, st...);
-               },
-               [&](std::size_t j) {
-                 if (L > 1) local_->all_gather(shard(j), out + j * m * L, len(j), o);
-               });
+    // chunk j of the shards: an all-reduce of its own over [at * L, + m * L), the rank's shard m
+    const auto ch = chunks(c, 0, 2 * sizeof(T));
+    auto shard = [&](std::size_t j) { return out + ch[j].at * L + me * ch[j].m; };
+    run_chunks(
+        ch.size(), o,
+        [&](std::size_t j) {
+          const std::size_t at = ch[j].at, bytes = ch[j].m * sizeof(T);
+          if (L == 1) return crossing{in + at, out + at, bytes, bytes};
+          local_->reduce_scatter(in + at * L, shard(j), ch[j].m, lop, o);
+          return crossing{shard(j), shard(j), bytes, bytes};
+        },
+        [&](std::size_t j, const void* a, void* b, auto... st) {
+          engine_->all_reduce(a, b, ch[j].m, dtype_of<T>, r, st...);
+        },
+        [&](std::size_t j) {
+          if (L > 1) local_->all_gather(shard(j), out + ch[j].at * L, ch[j].m, o);
+        });
     if (done < count) { // fewer than L elements: reduced in the node, then by every rail alike
       const std::size_t n = count - done;
       once(
@@ -369,8 +368,8 @@ private:
       crossing x[2];
       auto slot = [&](std::size_t j) { return static_cast<std::byte*>(stage_) + (j % 2) * scratch_bytes_; };
       auto ahead = [&](std::size_t j) {
-        x[j % 2] = before(j);
-        if (x[j % 2].crosses && x[j % 2].in_bytes) P::copy_async(slot(j), x[j % 2].in, x[j % 2].in_bytes, st);
+        const crossing& c = x[j % 2] = before(j);
+        if (c.crosses && c.in_bytes) P::copy_async(slot(j), c.in, c.in_bytes, st);
         P::record(events_[j % 2], st);
       };
       if (k > 0) ahead(0);

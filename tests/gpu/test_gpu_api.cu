@@ -349,10 +349,11 @@ namespace {
 /// `world` ranks as threads in nodes of `local` ranks each (rank r in node r / local, on GPU
 /// device_of(r)), the rails' engines made by make(rail bootstrap, rank); a small scratch, so
 /// reduce-scatter, all-gather, all-to-all and reduce run in many chunks. Adds each rank's wrong
-/// elements to bad, its error's text to errors.
-template <class E, class Make>
-void hierarchy_round(int world, int local, int (*device_of)(int), Make make, std::vector<std::size_t>& bad,
-                     std::vector<std::string>& errors) {
+/// elements to bad, its error's text to errors; then after(communicator, rank).
+template <class E, class Make, class After = void (*)(ark::hierarchical_communicator<gpu, E>&, int)>
+void hierarchy_round(
+    int world, int local, int (*device_of)(int), Make make, std::vector<std::size_t>& bad,
+    std::vector<std::string>& errors, After after = [](ark::hierarchical_communicator<gpu, E>&, int) {}) {
   using hcomm = ark::hierarchical_communicator<gpu, E>;
   auto group = std::make_shared<ark::in_process_group>(world);
   std::barrier made(world);
@@ -424,6 +425,7 @@ void hierarchy_round(int world, int local, int (*device_of)(int), Make make, std
         }
         c.local().synchronize();
         gpu::destroy_stream(s);
+        after(c, rank);
       } catch (const std::exception& e) {
         errors[rank] = e.what();
       }
@@ -451,6 +453,91 @@ TEST_CASE("gpu: hierarchical collectives, two nodes of two ranks and four nodes 
       CAPTURE(r);
       CHECK(errors[r] == "");
       CHECK(bad[r] == 0);
+    }
+  }
+}
+
+namespace {
+/// An engine that takes GPU memory, as a GPU-aware MPI does (internode/engine.hpp): each call
+/// copies its device buffers to the host, runs the bootstrap engine there and copies the result
+/// back, as Open MPI's CUDA-aware collectives do without GPUDirect. It counts the calls whose
+/// buffers were not GPU memory and the averages it was asked to divide: the communicator owes it
+/// device memory and divides itself.
+class device_memory_engine {
+public:
+  explicit device_memory_engine(ark::bootstrap_engine e) : e_(std::move(e)) {}
+  bool device_memory() const { return true; }
+  int rank() { return e_.rank(); }
+  int size() { return e_.size(); }
+  std::size_t misuse = 0, calls = 0;
+
+  void all_reduce(const void* in, void* out, std::size_t n, ark::dtype t, ark::engine_reduction r) {
+    const std::size_t b = n * ark::size_of(t);
+    host(in, b, out, b, r, [&](const void* i, void* o) { e_.all_reduce(i, o, n, t, r); });
+  }
+  void reduce_scatter(const void* in, void* out, std::size_t n, ark::dtype t, ark::engine_reduction r) {
+    const std::size_t b = n * ark::size_of(t);
+    host(in, b * size(), out, b, r, [&](const void* i, void* o) { e_.reduce_scatter(i, o, n, t, r); });
+  }
+  void all_gather(const void* in, void* out, std::size_t bytes) {
+    host(in, bytes, out, bytes * size(), {}, [&](const void* i, void* o) { e_.all_gather(i, o, bytes); });
+  }
+  void broadcast(const void* in, void* out, std::size_t bytes, int root) {
+    host(rank() == root ? in : nullptr, rank() == root ? bytes : 0, out, bytes, {},
+         [&](const void* i, void* o) { e_.broadcast(i, o, bytes, root); });
+  }
+  void reduce(const void* in, void* out, std::size_t n, ark::dtype t, ark::engine_reduction r, int root) {
+    const std::size_t b = n * ark::size_of(t);
+    host(in, b, rank() == root ? out : nullptr, rank() == root ? b : 0, r,
+         [&](const void* i, void* o) { e_.reduce(i, o, n, t, r, root); });
+  }
+  void all_to_all(const void* in, void* out, std::size_t bytes) {
+    host(in, bytes * size(), out, bytes * size(), {},
+         [&](const void* i, void* o) { e_.all_to_all(i, o, bytes); });
+  }
+
+private:
+  template <class F>
+  void host(const void* in, std::size_t in_bytes, void* out, std::size_t out_bytes, ark::engine_reduction r,
+            F f) {
+    ++calls;
+    misuse += r.divide_by != 1;
+    int d = 0;
+    misuse += in_bytes && rt::pointer_device(&d, in) != rt::success;
+    misuse += out_bytes && rt::pointer_device(&d, out) != rt::success;
+    std::vector<std::byte> i(in_bytes), o(out_bytes);
+    if (in_bytes) gpu::copy(i.data(), in, in_bytes);
+    f(i.data(), o.data());
+    if (out_bytes) gpu::copy(out, o.data(), out_bytes);
+  }
+  ark::bootstrap_engine e_;
+};
+} // namespace
+
+TEST_CASE("gpu: hierarchical collectives over an engine that takes GPU memory (a GPU-aware MPI's way), two "
+          "nodes of two ranks and four nodes of one sharing the GPU" *
+          needs_gpus(1)) {
+  // the engine gets the communicator's staging in GPU memory, undivided averages, and the same
+  // pipeline as through pinned memory
+  const int world = 4;
+  for (const int local : {2, 1}) {
+    CAPTURE(local);
+    std::vector<std::size_t> bad(world, 0), misuse(world, 0), calls(world, 0);
+    std::vector<std::string> errors(world);
+    hierarchy_round<device_memory_engine>(
+        world, local, on_gpu_0,
+        [](auto rail, int) { return device_memory_engine(ark::bootstrap_engine(std::move(rail))); }, bad,
+        errors,
+        [&](auto& c, int rank) {
+          misuse[rank] = c.engine()->misuse;
+          calls[rank] = c.engine()->calls;
+        });
+    for (int r = 0; r < world; ++r) {
+      CAPTURE(r);
+      CHECK(errors[r] == "");
+      CHECK(bad[r] == 0);
+      CHECK(misuse[r] == 0);
+      CHECK(calls[r] > 0);
     }
   }
 }

@@ -35,7 +35,11 @@
 // themselves, and a chunk's steps run one after the other. On a GPU every collective runs in
 // chunks through pinned staging (two slots of scratch_bytes), pipelined: the next chunk's
 // node-local steps and its copy to the host run on the GPU while the engine works on this one
-// (run_chunks). A stream_engine (NCCL's) gets the buffers themselves and the call's stream:
+// (run_chunks). An engine that takes device memory (internode/engine.hpp: a GPU-aware MPI) gets
+// the same two slots in the platform's memory instead, on every platform, and the same pipeline;
+// it is given only those slots, never the caller's buffers, since a call of it that timed out
+// keeps its buffers (the slots are then never freed), and the communicator divides averages on
+// the GPU itself. A stream_engine (NCCL's) gets the buffers themselves and the call's stream:
 // nothing is staged and nothing waits on the host.
 #pragma once
 
@@ -52,6 +56,23 @@
 #include <vector>
 
 namespace ark {
+
+namespace detail {
+/// p[i] /= by for i < n, in T's accumulation type (as the engines divide an average): the work of a
+/// launch, a grid-stride loop over every thread of every worker.
+template <class T>
+struct divide_elements {
+  T* p;
+  std::size_t n;
+  std::uint32_t by;
+  ARK_HD void at(std::size_t i) const { p[i] = from_acc<T>(to_acc(p[i]) / static_cast<acc_t<T>>(by)); }
+  template <class G>
+  ARK_HD void operator()(const G& g, unsigned worker, unsigned workers) const {
+    const std::size_t stride = std::size_t(workers) * g.size();
+    for (std::size_t i = std::size_t(worker) * g.size() + g.thread_rank(); i < n; i += stride) at(i);
+  }
+};
+} // namespace detail
 
 template <device P, class E>
 requires internode_engine<E> || stream_engine<E, P>
@@ -104,10 +125,10 @@ public:
   hierarchical_communicator& operator=(const hierarchical_communicator&) = delete;
   ~hierarchical_communicator() {
     if (scratch_.ptr) P::release(scratch_);
-    if constexpr (staged) {
-      P::release_pinned(stage_);
-      if (stage_) P::destroy_event(events_[0]), P::destroy_event(events_[1]);
-    }
+    if (device_stage_.ptr && !engine_timed_out_) P::release(device_stage_); // else the engine keeps it
+    if constexpr (staged) P::release_pinned(stage_);
+    if constexpr (!P::synchronous_launch)
+      if (events_[0]) P::destroy_event(events_[0]), P::destroy_event(events_[1]);
   }
 
   int rank() const { return map_.rank; }
@@ -140,7 +161,8 @@ public:
           return crossing{shard(j), shard(j), bytes, bytes};
         },
         [&](std::size_t j, const void* a, void* b, auto... st) {
-          engine_->all_reduce(a, b, ch[j].m, dtype_of<T>, r, st...);
+          engine_->all_reduce(a, b, ch[j].m, dtype_of<T>, engine_op(r), st...);
+          divide<T>(b, ch[j].m, r, o);
         },
         [&](std::size_t j) {
           if (L > 1) local_->all_gather(shard(j), out + ch[j].at * L, ch[j].m, o);
@@ -153,7 +175,10 @@ public:
             local_->all_reduce(in + done, out + done, n, lop, o);
             return crossing{out + done, out + done, n * sizeof(T), n * sizeof(T)};
           },
-          [&](const void* a, void* b, auto... st) { engine_->all_reduce(a, b, n, dtype_of<T>, r, st...); });
+          [&](const void* a, void* b, auto... st) {
+            engine_->all_reduce(a, b, n, dtype_of<T>, engine_op(r), st...);
+            divide<T>(b, n, r, o);
+          });
     }
   }
 
@@ -167,7 +192,7 @@ public:
     check_buffers(call, count, in, count * W, out, count, out == in + rank() * count);
     if (map_.nodes == 1) return local_->reduce_scatter(in, out, count, op, o);
     const std::size_t N = static_cast<std::size_t>(map_.nodes), L = static_cast<std::size_t>(map_.local_size);
-    if (L == 1 && !staged) // nodes in rank order, one rank each: the engine alone, on the buffers
+    if (L == 1 && !through_staging()) // nodes in rank order, one rank each: the engine alone, on the buffers
       return once(
           o,
           [&] {
@@ -189,7 +214,8 @@ public:
           return crossing{column, out + at, N * m * sizeof(T), m * sizeof(T)};
         },
         [&](std::size_t j, const void* a, void* b, auto... st) {
-          engine_->reduce_scatter(a, b, ch[j].m, dtype_of<T>, r, st...);
+          engine_->reduce_scatter(a, b, ch[j].m, dtype_of<T>, engine_op(r), st...);
+          divide<T>(b, ch[j].m, r, o);
         },
         [](std::size_t) {});
   }
@@ -202,7 +228,7 @@ public:
     check_buffers(call, count, in, count, out, count * W, in == out + rank() * count);
     if (map_.nodes == 1) return local_->all_gather(in, out, count, o);
     const std::size_t N = static_cast<std::size_t>(map_.nodes), L = static_cast<std::size_t>(map_.local_size);
-    if (L == 1 && !staged)
+    if (L == 1 && !through_staging())
       return once(
           o,
           [&] {
@@ -277,7 +303,8 @@ public:
                           map_.local_rank == root_local};
         },
         [&](std::size_t j, const void* a, void* b, auto... st) { // then that rail's reduce to the root
-          engine_->reduce(a, b, ch[j].m, dtype_of<T>, r, root_node, st...);
+          engine_->reduce(a, b, ch[j].m, dtype_of<T>, engine_op(r), root_node, st...);
+          if (mine) divide<T>(b, ch[j].m, r, o);
         },
         [](std::size_t) {});
   }
@@ -291,7 +318,7 @@ public:
     check_buffers(call, count, in, count * W, out, count * W, false);
     if (map_.nodes == 1) return local_->all_to_all(in, out, count, o);
     const std::size_t N = static_cast<std::size_t>(map_.nodes), L = static_cast<std::size_t>(map_.local_size);
-    if (L == 1 && !staged) // nodes in rank order, one rank each: the engine alone
+    if (L == 1 && !through_staging()) // nodes in rank order, one rank each: the engine alone
       return once(
           o,
           [&] {
@@ -329,6 +356,9 @@ private:
   /// Whether the engine's steps go through host memory while launches are asynchronous (a GPU
   /// and an engine on host memory): then they go through the pinned staging, pipelined.
   static constexpr bool staged = !P::synchronous_launch && !stream_engine<E, P>;
+  /// Whether the crossings go through the two staging slots: staged, or an engine that takes
+  /// device memory (in the platform's memory, on every platform).
+  bool through_staging() const { return staged || device_engine_; }
 
   /// What a chunk carries across nodes: the engine reads in_bytes at `in` and writes out_bytes
   /// at `out` (the platform's memory). A rank off the rail that a broadcast or a reduce crosses
@@ -353,32 +383,40 @@ private:
   /// ended. A slot is reused only after its last use.
   template <class Before, class Step, class After>
   void run_chunks(std::size_t k, const call_options<P>& o, Before before, Step step, After after) {
-    if constexpr (!staged) {
+    if constexpr (stream_engine<E, P>) {
       for (std::size_t j = 0; j < k; ++j) {
         const crossing x = before(j);
-        if constexpr (stream_engine<E, P>) {
-          if (x.crosses) step(j, x.in, x.out, stream_of(o));
-        } else {
-          if (x.crosses) step(j, x.in, x.out);
-        }
+        if (x.crosses) step(j, x.in, x.out, stream_of(o));
+        after(j);
+      }
+    } else if (!through_staging()) {
+      for (std::size_t j = 0; j < k; ++j) {
+        const crossing x = before(j);
+        if (x.crosses) step(j, x.in, x.out);
         after(j);
       }
     } else {
       const auto st = stream_of(o);
       crossing x[2];
-      auto slot = [&](std::size_t j) { return static_cast<std::byte*>(stage_) + (j % 2) * scratch_bytes_; };
+      std::byte* const base = static_cast<std::byte*>(device_engine_ ? device_stage_.ptr : stage_);
+      auto slot = [&](std::size_t j) { return base + (j % 2) * scratch_bytes_; };
       auto ahead = [&](std::size_t j) {
         const crossing& c = x[j % 2] = before(j);
         if (c.crosses && c.in_bytes) P::copy_async(slot(j), c.in, c.in_bytes, st);
-        P::record(events_[j % 2], st);
+        if constexpr (!P::synchronous_launch) P::record(events_[j % 2], st);
       };
       if (k > 0) ahead(0);
       for (std::size_t j = 0; j < k; ++j) {
         if (j + 1 < k) ahead(j + 1);
         const crossing& c = x[j % 2];
         if (c.crosses) {
-          P::synchronize(events_[j % 2]);
-          step(j, slot(j), slot(j) + c.in_bytes);
+          if constexpr (!P::synchronous_launch) P::synchronize(events_[j % 2]);
+          try {
+            step(j, slot(j), slot(j) + c.in_bytes);
+          } catch (const timeout_error&) {
+            engine_timed_out_ = true; // the engine's call may still write its slot
+            throw;
+          }
           if (c.out_bytes) P::copy_async(c.out, slot(j) + c.in_bytes, c.out_bytes, st);
         }
         after(j);
@@ -394,15 +432,41 @@ private:
         [&](std::size_t, const void* a, void* b, auto... st) { step(a, b, st...); }, [](std::size_t) {});
   }
 
-  /// The pinned staging (two slots of scratch_bytes) and its slots' events, made with the
-  /// communicator: freeing or growing pinned memory later could wait for the whole GPU, peers'
-  /// kernels included.
+  /// The staging (two slots of scratch_bytes: pinned, or the platform's memory for an engine
+  /// that takes it) and its slots' events, made with the communicator: freeing or growing pinned
+  /// memory later could wait for the whole GPU, peers' kernels included.
   void make_staging(int device) {
-    if constexpr (staged) {
-      if (map_.nodes == 1) return;
+    if constexpr (!stream_engine<E, P>)
+      if (engine_) device_engine_ = engine_takes_device_memory(*engine_);
+    if (!through_staging() || map_.nodes == 1) return;
+    if (device_engine_)
+      device_stage_ = P::allocate(2 * scratch_bytes_, device);
+    else if constexpr (staged)
       stage_ = P::allocate_pinned(2 * scratch_bytes_);
+    if constexpr (!P::synchronous_launch) {
       events_[0] = P::create_event(device);
       events_[1] = P::create_event(device);
+    }
+  }
+
+  /// The reduction the engine gets: an engine on device memory does not divide (divide() does).
+  engine_reduction engine_op(engine_reduction r) const {
+    if (device_engine_) r.divide_by = 1;
+    return r;
+  }
+  /// After an engine on device memory: the average's division of the n elements at p (its
+  /// staging slot), on the call's stream, in T's accumulation type as the engines divide.
+  template <class T>
+  void divide(void* p, std::size_t n, engine_reduction r, const call_options<P>& o) {
+    if (!device_engine_ || r.divide_by <= 1 || n == 0) return;
+    const detail::divide_elements<T> work{static_cast<T*>(p), n, r.divide_by};
+    if constexpr (P::synchronous_launch) {
+      for (std::size_t i = 0; i < n; ++i) work.at(i);
+    } else {
+      constexpr unsigned threads = 256;
+      const auto blocks =
+          static_cast<unsigned>(std::min<std::size_t>((n + 4 * threads - 1) / (4 * threads), 64));
+      P::launch(stream_of(o), launch_shape{blocks, threads}, work);
     }
   }
 
@@ -487,7 +551,7 @@ private:
   std::vector<chunk> chunks(std::size_t count, std::size_t device_row, std::size_t staged_row) const {
     std::size_t per = count;
     if (device_row) per = std::min(per, scratch_bytes_ / device_row);
-    if (staged && staged_row) per = std::min(per, scratch_bytes_ / staged_row);
+    if (through_staging() && staged_row) per = std::min(per, scratch_bytes_ / staged_row);
     per = std::max<std::size_t>(per, 1);
     std::vector<chunk> v;
     for (std::size_t at = 0; at < count; at += per) v.push_back({at, std::min(per, count - at)});
@@ -515,8 +579,11 @@ private:
   std::optional<communicator<P>> local_;
   std::optional<E> engine_;
   typename P::memory scratch_{};
-  void* stage_ = nullptr;         ///< pinned staging (staged)
-  typename P::event events_[2]{}; ///< a copy to a slot ended (staged)
+  bool device_engine_ = false;        ///< the engine takes device memory (through device_stage_)
+  bool engine_timed_out_ = false;     ///< a call of it timed out: it may still hold device_stage_
+  void* stage_ = nullptr;             ///< pinned staging (staged, an engine on host memory)
+  typename P::memory device_stage_{}; ///< staging in the platform's memory (device_engine_)
+  typename P::event events_[2]{};     ///< a copy to a slot ended (GPUs, through staging)
 };
 
 } // namespace ark

@@ -20,6 +20,11 @@
 // Models: bootstrap_engine (any bootstrap: the reference, host memory), mpi_engine (MPI; include
 // ark/internode/mpi_engine.hpp yourself). A user's engine is a third model of the same concept.
 //
+// An engine may take the platform's memory too (a GPU-aware MPI): e.device_memory() true says
+// that its collectives, still blocking, read and write GPU memory. Its callers then divide
+// averages themselves (r.divide_by is 1), and give it memory they keep after a timeout, since
+// the call that timed out may still write it (engine_takes_device_memory).
+//
 // A stream_engine<E, P> has the same collectives on the platform's memory (a GPU's), each with
 // one more argument, a stream of P, on which it enqueues the call and returns at once: ark's
 // calls before and after it on that stream order it, with no host wait and no staging. Its bound
@@ -71,6 +76,18 @@ concept stream_engine = requires(E& e, const void* in, void* out, std::size_t n,
   { e.reduce(in, out, n, t, r, root, s) } -> std::same_as<void>;
   { e.all_to_all(in, out, n, s) } -> std::same_as<void>;
 };
+
+/// Whether e's collectives take the platform's memory (e.device_memory(), for an engine that has
+/// it; host memory only otherwise).
+template <class E>
+bool engine_takes_device_memory(E& e) {
+  if constexpr (requires {
+                  { e.device_memory() } -> std::convertible_to<bool>;
+                })
+    return static_cast<bool>(e.device_memory());
+  else
+    return false;
+}
 
 namespace detail {
 

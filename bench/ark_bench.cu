@@ -30,7 +30,8 @@
 // clang-format off
 //   build/bench/ark_bench [--min BYTES] [--max BYTES] [--csv FILE] [--quick] [--no-early]
 //                         [--registered] [--user-stream] [--slot BYTES] [--budget BYTES]
-//                         [--workers N] [--per-worker BYTES] [--ll-per-worker BYTES]
+//                         [--workers N] [--p2p N] [--ll-slot BYTES] [--per-worker BYTES]
+//                         [--ll-per-worker BYTES]
 //                         [--ce-min BYTES] [--ce-chunk BYTES] [--only VARIANT,...] [--ranks N]
 //                         [--op all_reduce|all_to_all|send_recv] [--agg N] [--paired]
 //                         [--nodes N [--engine bootstrap|nccl|mpi]]
@@ -40,9 +41,10 @@
 // --ranks: N ranks placed round-robin over the GPUs; where they share one, NCCL is tried and left
 // out when it refuses (NCCL does; ark's NCCL API, apps/nccl, preloaded in its place, serves it:
 // the nccl column is then the shim over ark); keep --max small enough that every rank's blocks fit
-// at once; --slot, --budget, --workers: team_config::slot_bytes, ::scratch_budget and ::workers
-// instead of the defaults (--slot: explicit slots, the region unbounded; --budget: automatic slots
-// in that many bytes); --per-worker, --ll-per-worker: tuning::bytes_per_worker and
+// at once; --slot, --budget, --workers, --p2p, --ll-slot: team_config::slot_bytes,
+// ::scratch_budget, ::workers, ::p2p_workers and ::ll_slot_bytes instead of the defaults (--slot: explicit
+// slots, the region unbounded; --budget: automatic slots in that many bytes); --per-worker, --ll-per-worker:
+// tuning::bytes_per_worker and
 // ::ll_bytes_per_worker (a call's blocks); --ce-chunk: communicator::config::ce_chunk_bytes;
 // --paired (with nccl and dynamic): eager loops of the two also timed in alternation, 21 pairs a
 // size, and the median of the pairs' differences printed below the table (the shim's cost under
@@ -128,6 +130,8 @@ struct options {
   std::size_t slot_bytes = 0;       // team_config::slot_bytes (--slot; 0: the default)
   std::size_t budget = 0;           // team_config::scratch_budget (--budget; 0: the default)
   unsigned workers = 0;             // team_config::workers (--workers; 0: the default)
+  int p2p = -1;                     // team_config::p2p_workers (--p2p; -1: the default)
+  std::size_t ll_slot = 0;          // team_config::ll_slot_bytes (--ll-slot; 0: the default)
   std::size_t per_worker = 0;       // tuning::bytes_per_worker (--per-worker; 0: the default)
   std::size_t ll_per_worker = 0;    // tuning::ll_bytes_per_worker (--ll-per-worker; 0: the default)
   std::size_t ce_min = 1 << 20;     // the copy-engine variant from this size up (--ce-min)
@@ -225,6 +229,8 @@ public:
     if (s.opt.slot_bytes) cfg.team.slot_bytes = s.opt.slot_bytes;
     if (s.opt.budget) cfg.team.scratch_budget = s.opt.budget;
     if (s.opt.workers) cfg.team.workers = s.opt.workers;
+    if (s.opt.p2p >= 0) cfg.team.p2p_workers = static_cast<unsigned>(s.opt.p2p);
+    if (s.opt.ll_slot) cfg.team.ll_slot_bytes = s.opt.ll_slot;
     if (s.opt.per_worker) cfg.tuning.bytes_per_worker = s.opt.per_worker;
     if (s.opt.ll_per_worker) cfg.tuning.ll_bytes_per_worker = s.opt.ll_per_worker;
     if (s.opt.ce_chunk) cfg.ce_chunk_bytes = s.opt.ce_chunk;
@@ -955,6 +961,10 @@ int main(int argc, char** argv) {
       opt.budget = parse_bytes(argv[++i]), command += std::string(" ") + argv[i];
     else if (a == "--workers" && i + 1 < argc)
       opt.workers = static_cast<unsigned>(std::atoi(argv[++i])), command += std::string(" ") + argv[i];
+    else if (a == "--p2p" && i + 1 < argc && std::atoi(argv[i + 1]) >= 0)
+      opt.p2p = std::atoi(argv[++i]), command += std::string(" ") + argv[i];
+    else if (a == "--ll-slot" && i + 1 < argc)
+      opt.ll_slot = parse_bytes(argv[++i]), command += std::string(" ") + argv[i];
     else if (a == "--per-worker" && i + 1 < argc)
       opt.per_worker = parse_bytes(argv[++i]), command += std::string(" ") + argv[i];
     else if (a == "--ll-per-worker" && i + 1 < argc)
@@ -989,7 +999,8 @@ int main(int argc, char** argv) {
           "usage: %s [--min BYTES] [--max BYTES] [--csv FILE] [--quick] [--no-early] [--registered] "
           "[--user-stream] "
           "[--slot BYTES] "
-          "[--budget BYTES] [--workers N] [--per-worker BYTES] [--ll-per-worker BYTES] [--ce-min "
+          "[--budget BYTES] [--workers N] [--p2p N] [--ll-slot BYTES] [--per-worker BYTES] [--ll-per-worker "
+          "BYTES] [--ce-min "
           "BYTES] [--ce-chunk BYTES] "
           "[--only VARIANT,...] [--ranks N] [--op all_reduce|all_to_all|send_recv] [--agg N] [--paired] "
           "[--nodes N [--engine bootstrap|nccl|mpi]]\n",

@@ -228,7 +228,10 @@ private:
       std::unique_lock lock(m_);
       job_ = std::move(job), done_ = false;
       cv_.notify_all();
-      if (!cv_.wait_for(lock, timeout, [&] { return done_; })) return !(stuck_ = true);
+      if (!cv_.wait_for(lock, timeout, [&] { return done_; })) {
+        stuck_ = true;
+        return false;
+      }
       rc = rc_;
       return true;
     }

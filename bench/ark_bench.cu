@@ -14,7 +14,7 @@
 // buffer; eager only: its flags carry a per-call epoch, so it is not captured; from --ce-min up),
 // zero_copy (algo::zero_copy, reading the registered buffers in place: with --registered, which
 // registers the input too, so that ark_auto reads in place from tuning::zero_copy_min_bytes as
-// well), zc_tma and zc_ce (the same over dma::tma<4> and dma::proxy_engine<4>: the reduced
+// well), zc_tma and zc_ce (the same over dma::tma and dma::proxy_engine at the default depth: the reduced
 // chunks pushed by bulk copies or the copy engine; eager and graph; zc_ce named in --only turns
 // team_config::staging on, which the copy engine's proxy needs), dynamic (ark_auto with the
 // sum named at run time, op::dynamic: the op the NCCL API passes, so that its rows against `nccl`
@@ -381,11 +381,13 @@ private:
       break;
     case variant::zc_tma:
 #if defined(ARK_COMPILER_CUDA) // TMA is NVIDIA sm_90's: run() skips the variant elsewhere
-      comm_->all_reduce<ark::algo::zero_copy, ark::dma::tma<4>>(in(), out(), n, ark::op::sum{}, on_);
+      comm_->all_reduce<ark::algo::zero_copy, ark::dma::tma<ark::default_depth>>(in(), out(), n,
+                                                                                 ark::op::sum{}, on_);
 #endif
       break;
     case variant::zc_ce:
-      comm_->all_reduce<ark::algo::zero_copy, ark::dma::proxy_engine<4>>(in(), out(), n, ark::op::sum{}, on_);
+      comm_->all_reduce<ark::algo::zero_copy, ark::dma::proxy_engine<ark::default_depth>>(
+          in(), out(), n, ark::op::sum{}, on_);
       break;
     case variant::ce:
       comm_->all_reduce<ark::algo::automatic, ark::dma::copy_engine>(in(), out(), n, ark::op::sum{}, on_);

@@ -67,6 +67,7 @@ comm_t::config sm_config(int rank) {
   comm_t::config c;
   c.device = rank;
   c.team.staging = true;
+  c.team.max_depth = 4; // the depth its variants name
   return c;
 }
 /// Config of the copy-engine variants: few workers, large slots (the copy engine wants MB chunks).

@@ -22,9 +22,9 @@
 //            are loop-invariant here: the compiler may hoist them)
 //   share    the public algorithm (all_reduce_one_shot): part, with the pipelined path for shares
 //            that do not fit one step compiled beside it, never taken here
-//   full     the real call, comm.all_reduce<one_shot, ll_packet<4>> (adds device_comm's checks,
+//   full     the real call, comm.all_reduce<one_shot, ll_packet<2>> (adds device_comm's checks,
 //            the call description and the share computed per call)
-//   step     the real call with algo::one_step, comm.all_reduce<one_step, ll_packet<4>>: full
+//   step     the real call with algo::one_step, comm.all_reduce<one_step, ll_packet<2>>: full
 //            without the pipelined path compiled beside the latency path (which that path's mere
 //            presence slowed), and with the loops over peers unrolled for two ranks
 //   step2    the real call with algo::one_step_world<2>: step without the path for other team
@@ -33,7 +33,7 @@
 // call is a kernel of its own, launched early as ark launches its calls: LAUNCHES of them
 // captured in a CUDA graph, the graph replayed; what a graph-launched call costs beyond the same
 // call inside a running kernel). Launched, `full`, `step` and `step2` are the communicator's host
-// calls (comm.all_reduce<one_shot, one_step or one_step_world<2>, ll_packet<4>>(in, out, n), each
+// calls (comm.all_reduce<one_shot, one_step or one_step_world<2>, ll_packet<2>>(in, out, n), each
 // on its own kernel), whose kernel computes what
 // it can before it waits for the previous one (platform/gpu.hpp run_workers); the other rows
 // are this file's kernels, which wait first. Prints µs per all-reduce for each variant, size and
@@ -52,7 +52,7 @@
 
 using gpu = ark::platform::gpu;
 using comm_t = ark::communicator<gpu>;
-using B = ark::dma::ll_packet<4>;
+using B = ark::dma::ll_packet<2>;
 
 enum variant {
   packets,

@@ -34,7 +34,7 @@ struct training_loop {
       for (std::size_t i = mine.begin + block.thread_rank(); i < mine.end(); i += block.size())
         grad[i] = static_cast<float>(comm.rank() + s); // "compute"
       block.sync(); // the call's threads read grad with their own mapping of elements
-      if (!comm.all_reduce<ark::algo::one_shot, ark::dma::ll_packet<4>>(block, worker, workers, grad, grad,
+      if (!comm.all_reduce<ark::algo::one_shot, ark::dma::ll_packet<2>>(block, worker, workers, grad, grad,
                                                                         n))
         return false; // failed: the error record says why, and comm.synchronize() throws it
       block.sync();

@@ -52,8 +52,8 @@ int main(int argc, char** argv) {
     float* src = reinterpret_cast<float*>(mem.mem.ptr);
     float* dst = src + n + 3;
     gpu::copy(src, in.data(), n * sizeof(float));
-    comm.all_reduce<ark::algo::one_shot, ark::dma::ll_packet<4>>(src, dst, 4000);
-    comm.all_reduce<ark::algo::ring, ark::dma::thread_copy<4>>(src, dst + 4000, n - 4000);
+    comm.all_reduce<ark::algo::one_shot, ark::dma::ll_packet<2>>(src, dst, 4000);
+    comm.all_reduce<ark::algo::ring, ark::dma::thread_copy<2>>(src, dst + 4000, n - 4000);
     // the copy engine: an all-reduce in place in a registered buffer, then an all-gather of the
     // first m elements of each rank's own input with no kernel moving bytes (max_ctas = 0)
     float* ce = reinterpret_cast<float*>(ce_mem.mem.ptr);

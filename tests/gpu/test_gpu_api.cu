@@ -930,8 +930,8 @@ TEST_CASE("gpu: large messages, every all-reduce algorithm, the default configur
     w.run([&](gpu_comm& c, int rank) {
       dbuf<float> d(n, rank), out(n, rank);
       d.upload(small_ints(n, rank));
-      c.all_reduce<ark::algo::one_shot, ark::dma::thread_copy<4>>(d.get(), out.get(), n);
-      c.all_reduce<ark::algo::two_shot, ark::dma::thread_copy<4>>(out.get(), out.get(), n);
+      c.all_reduce<ark::algo::one_shot, ark::dma::thread_copy<2>>(d.get(), out.get(), n);
+      c.all_reduce<ark::algo::two_shot, ark::dma::thread_copy<2>>(out.get(), out.get(), n);
       c.all_reduce<ark::algo::ring, ark::dma::thread_copy<3>>(out.get(), out.get(), n);
       c.all_reduce(out.get(), out.get(), n); // automatic
       c.synchronize();
@@ -1002,7 +1002,7 @@ TEST_CASE("gpu: ranks that share a GPU split its SMs; a call that asks for more 
           for (float v : out.download()) touched[rank] += v != -3.0f;
           ark::call_options<gpu> exact; // the cap itself, asked for, is allowed
           exact.workers = k;
-          c.all_reduce<ark::algo::one_shot, ark::dma::thread_copy<4>>(d.get(), out.get(), n, ark::op::sum{},
+          c.all_reduce<ark::algo::one_shot, ark::dma::thread_copy<2>>(d.get(), out.get(), n, ark::op::sum{},
                                                                       exact);
           c.launch(meet{}, k);
           c.all_reduce(out.get(), out.get(), n);

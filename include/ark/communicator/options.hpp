@@ -81,16 +81,17 @@ tuning default_tuning() {
 }
 
 /// Default sizes of the symmetric region per platform. GPUs: automatic slots in 64 MB at any
-/// world (team_config::scratch_budget): up to 128 workers with slots of 128 to 512 KB, which
-/// keeps large messages' bandwidth (docs/perf.md, "Bounded scratch"); memory() and
-/// required_scratch() say what a configuration holds. Explicit slot_bytes take the region back
-/// to workers x (world - 1) x (max_depth + 1) slots.
+/// world (team_config::scratch_budget): at least 16 workers with slots as large as fit (128 to
+/// 256 KB), then as many more as fit, up to 128, which keeps large messages' bandwidth
+/// (docs/perf.md, "Bounded scratch"); depth 2 (default_depth). memory() and required_scratch()
+/// say what a configuration holds. Explicit slot_bytes take the region back to workers x
+/// (world - 1) x (max_depth + 1) slots.
 template <device P>
 team_config default_team() {
   team_config c;
   if constexpr (!P::synchronous_launch) {
     c.workers = 128;
-    c.max_depth = 4;
+    c.max_depth = default_depth;
     c.slot_bytes = 0;
     c.scratch_budget = 64 << 20;
     c.ll_slot_bytes = 16 << 10;

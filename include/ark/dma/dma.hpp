@@ -9,8 +9,11 @@
 
 namespace ark {
 
-/// The pipeline depth used when a call names no backend.
-inline constexpr unsigned default_depth = 4;
+/// The pipeline depth used when a call names no backend: a sender runs at most two steps ahead
+/// of what its receiver finished. Deeper pipelines moved no more bytes a second at any slot size
+/// or world measured, and each step of depth costs every channel a slot (docs/perf.md,
+/// "Pipeline depth").
+inline constexpr unsigned default_depth = 2;
 
 namespace dma {
 /// Chosen at run time: LL packets for small messages, thread copies above.

@@ -62,16 +62,23 @@ struct team_config {
   std::size_t ll_slot_bytes = 16 << 10; ///< payload of an LL slot (the packets take twice this)
   bool staging = true;                  ///< reserve staging for engine backends
   /// With automatic slots (slot_bytes = 0), the most bytes of the symmetric region, whatever the
-  /// world: the region holds slots for as many of `workers` as fit with slots of
-  /// auto_slot_least bytes, then makes those slots as large as fit, up to auto_slot_most. The
-  /// workers a call may use are then those (layout::workers). Explicit sizes (slot_bytes > 0)
-  /// are taken as given: the region grows with workers x (world - 1) x (max_depth + 1) slots.
+  /// world: the region holds slots for auto_workers_least workers (or `workers`, if fewer) as
+  /// large as fit, up to auto_slot_most, then for as many more of `workers` as fit at that size;
+  /// where that many do not fit with slots of auto_slot_least bytes, for as many as do, their
+  /// slots as large as fit. The workers a call may use are then those (layout::workers).
+  /// Explicit sizes (slot_bytes > 0) are taken as given: the region grows with workers x
+  /// (world - 1) x (max_depth + 1) slots.
   std::size_t scratch_budget = 0;
   /// Automatic slots are never smaller than this unless one worker's slots would not fit:
   /// large messages lose no bandwidth down to it, and do below it (docs/perf.md, "Bounded
   /// scratch").
   static constexpr std::size_t auto_slot_least = 128 << 10;
-  static constexpr std::size_t auto_slot_most = 512 << 10; ///< nor larger than this
+  /// Nor larger than this: twice the slot moved 3 % more at four ranks, for twice the memory.
+  static constexpr std::size_t auto_slot_most = 256 << 10;
+  /// Automatic slots go to this many workers before more workers get any: below it a large
+  /// call has too few blocks to move its bytes, and above it the slot size gains more than the
+  /// worker count (docs/perf.md, "Bounded scratch").
+  static constexpr unsigned auto_workers_least = 16;
 };
 
 /// The header a sender writes next to each step's payload; the receiver checks it. `place`: where
@@ -255,9 +262,10 @@ T largest_that(T lo, T hi, Ok&& ok) {
 
 /// Computes the layout for `world` ranks; throws invalid_argument on impossible sizes. With
 /// automatic slots (team_config::slot_bytes = 0) the region fits team_config::scratch_budget:
-/// first as many workers as fit with auto_slot_least-byte slots (fewer workers cost a large
-/// call blocks, smaller slots cost it a fence and a flag round trip per step), then slots as
-/// large as fit, in 4 KB steps, up to auto_slot_most.
+/// auto_workers_least workers' slots as large as fit, in 4 KB steps, up to auto_slot_most, then
+/// as many workers as fit with slots of that size (fewer workers cost a large call blocks,
+/// smaller slots cost it a fence and a flag round trip per step); where auto_workers_least do
+/// not fit with auto_slot_least-byte slots, as many workers as do, their slots as large as fit.
 inline layout make_layout(int world, const team_config& c) {
   if (world < 1 || world > max_world)
     detail::throw_invalid("communicator", "world size " + std::to_string(world) + " is outside [1, " +
@@ -304,10 +312,19 @@ inline layout make_layout(int world, const team_config& c) {
                                 256 * detail::largest_that<std::size_t>(
                                           1, least / 256, [&](std::size_t k) { return fits(1, 256 * k); }),
                                 c);
+  const auto largest_slot = [&](unsigned w) {
+    return grain * detail::largest_that<std::size_t>(least / grain, team_config::auto_slot_most / grain,
+                                                     [&](std::size_t k) { return fits(w, k * grain); });
+  };
+  const unsigned floor = std::min(c.workers, team_config::auto_workers_least);
+  if (fits(floor, least)) { // the floor's slots as large as fit, then more workers of that size
+    const std::size_t s = largest_slot(floor);
+    return detail::place_layout(
+        world, detail::largest_that<unsigned>(floor, c.workers, [&](unsigned n) { return fits(n, s); }), s,
+        c);
+  }
   const unsigned w = detail::largest_that<unsigned>(1, c.workers, [&](unsigned n) { return fits(n, least); });
-  const std::size_t g = detail::largest_that<std::size_t>(least / grain, team_config::auto_slot_most / grain,
-                                                          [&](std::size_t k) { return fits(w, k * grain); });
-  return detail::place_layout(world, w, g * grain, c);
+  return detail::place_layout(world, w, largest_slot(w), c);
 }
 
 } // namespace ark

@@ -65,7 +65,8 @@ public:
   /// bootstrap's), with the bootstrap's bound unless one is given.
   explicit mpi_engine(mpi_bootstrap rail, std::chrono::milliseconds timeout = std::chrono::seconds(30),
                       mpi_memory memory = mpi_memory::library)
-      : timeout_(timeout), device_(resolve(memory)) {
+      : timeout_(timeout) {
+    const bool device = resolve(memory);
     MPI_Comm dup = MPI_COMM_NULL;
     check(MPI_Comm_dup(rail.comm(), &dup), "MPI_Comm_dup");
     comm_ = std::shared_ptr<MPI_Comm>(new MPI_Comm(dup), [](MPI_Comm* c) {
@@ -76,19 +77,19 @@ public:
     });
     MPI_Comm_rank(dup, &rank_);
     MPI_Comm_size(dup, &size_);
-    if (device_) runner_ = runner_owner(blocking_runner::make());
+    if (device) runner_ = runner_owner(blocking_runner::make());
   }
 
   int rank() { return rank_; }
   int size() { return size_; }
   /// Whether the calls take the caller's buffers, GPU memory included (mpi_memory::device).
-  bool device_memory() const { return device_; }
+  bool device_memory() const { return runner_.p != nullptr; }
 
   void all_reduce(const void* in, void* out, std::size_t count, dtype t, engine_reduction r) {
     const char* call = "mpi_engine::all_reduce";
     detail::check_engine_reduction(r, call);
     start(call, count);
-    if (device_) {
+    if (device_memory()) {
       undivided(call, r);
       return blocking(call, [=, c = comm()] {
         return MPI_Allreduce(in == out ? MPI_IN_PLACE : in, out, as_int(count), type_of(t), op_of(t, r.k), c);
@@ -108,7 +109,7 @@ public:
     detail::check_engine_reduction(r, call);
     start(call, count * static_cast<std::size_t>(size_));
     const std::size_t bytes = count * size_of(t);
-    if (device_) {
+    if (device_memory()) {
       undivided(call, r);
       if (static_cast<const std::byte*>(in) + static_cast<std::size_t>(rank_) * bytes == out)
         detail::throw_invalid(call,
@@ -131,7 +132,7 @@ public:
   void all_gather(const void* in, void* out, std::size_t bytes) {
     const char* call = "mpi_engine::all_gather";
     start(call, bytes * static_cast<std::size_t>(size_));
-    if (device_) {
+    if (device_memory()) {
       const bool in_place =
           static_cast<const std::byte*>(out) + static_cast<std::size_t>(rank_) * bytes == in;
       return blocking(call, [=, c = comm()] {
@@ -152,7 +153,7 @@ public:
     const char* call = "mpi_engine::broadcast";
     detail::check_root(call, root, size_);
     start(call, bytes);
-    if (device_) // the root broadcasts from in (MPI only reads it there), then copies it to out
+    if (device_memory()) // the root broadcasts from in (MPI only reads it there), then copies it to out
       return blocking(call, [=, c = comm(), me = rank_] {
         void* from = me == root ? const_cast<void*>(in) : out;
         int rc = MPI_Bcast(from, as_int(bytes), MPI_BYTE, root, c);
@@ -174,7 +175,7 @@ public:
     detail::check_root(call, root, size_);
     start(call, count);
     const std::size_t bytes = count * size_of(t);
-    if (device_) {
+    if (device_memory()) {
       undivided(call, r);
       const bool mine = rank_ == root;
       return blocking(call, [=, c = comm()] {
@@ -197,7 +198,7 @@ public:
     const char* call = "mpi_engine::all_to_all";
     const std::size_t all = bytes * static_cast<std::size_t>(size_);
     start(call, all);
-    if (device_)
+    if (device_memory())
       return blocking(call, [=, c = comm()] {
         return MPI_Alltoall(in, as_int(bytes), MPI_BYTE, out, as_int(bytes), MPI_BYTE, c);
       });
@@ -437,9 +438,8 @@ private:
   std::shared_ptr<MPI_Comm> comm_;
   std::chrono::milliseconds timeout_;
   int rank_ = 0, size_ = 1;
-  bool device_ = false;
   std::unique_ptr<request> staging_; ///< host memory: the engine's buffers
-  runner_owner runner_;              ///< device memory: the engine's thread
+  runner_owner runner_;              ///< device memory: the engine's thread (else none)
   bool abandoned_ = false;
 };
 

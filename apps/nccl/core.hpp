@@ -577,7 +577,9 @@ template <device P>
 class comm {
 public:
   comm(const unique_id& id, int world, int rank, const comm_config& cfg, int device, const char* call)
-      : path_(path_of(id, call)), world_(world), rank_(rank), device_(device), cfg_(cfg) {
+      : path_(path_of(id, call)), world_(world), rank_(rank), device_(device), cfg_(cfg),
+        budget_(settings::get().max_ctas > 0 ? settings::get().max_ctas : cfg.max_ctas),
+        logs_calls_(settings::get().debug >= 2) {
     if (world < 1 || world > ark::max_world)
       fail(result::invalid_argument, call,
            "nranks " + std::to_string(world) + " is outside [1, " + std::to_string(ark::max_world) + "]");
@@ -631,10 +633,11 @@ public:
   call_options<P> options(typename P::stream s) const {
     call_options<P> o;
     o.stream = s;
-    const int budget = settings::get().max_ctas > 0 ? settings::get().max_ctas : cfg_.max_ctas;
-    if (budget > 0) o.max_ctas = budget;
+    if (budget_ > 0) o.max_ctas = budget_;
     return o;
   }
+  /// Whether each call logs the path that served it (ARK_NCCL_DEBUG=INFO).
+  bool logs_calls() const { return logs_calls_; }
 
   // user ops: ncclRedOpCreatePreMulSum's, numbered from builtin_op_count
   int add_op(const op::dynamic& d, data_type t) {
@@ -660,7 +663,7 @@ public:
   /// The ark op of NCCL op `op` on data of type t.
   op::dynamic op_of(int op, data_type t, const char* call) {
     using K = op::dynamic::kind;
-    constexpr K builtin[] = {K::sum, K::prod, K::max, K::min, K::avg};
+    static constexpr K builtin[] = {K::sum, K::prod, K::max, K::min, K::avg};
     if (op >= 0 && op < builtin_op_count) return op::dynamic{builtin[op]};
     std::lock_guard<std::mutex> lock(m_);
     const int i = op - builtin_op_count;
@@ -690,6 +693,8 @@ private:
   std::string path_;
   int world_, rank_, device_;
   comm_config cfg_;
+  int budget_;      ///< each call's SM budget (ARK_MAX_CTAS, else the config's; 0: none)
+  bool logs_calls_; ///< settings read once: they are on every call's path
   std::optional<ark::any_bootstrap> side_;
   std::unique_ptr<ark::communicator<P>> ark_;
   std::mutex m_;
@@ -972,40 +977,52 @@ result create_premul_sum(int* op, const void* scalar, data_type t, scalar_reside
   });
 }
 
-/// Whether ark reduces type t with op `op` on this communicator (else the call is forwarded to
-/// NCCL where that is allowed and possible, or fails).
+/// A reduction's type and op resolved once: ark's op, and the ark type it runs in where ark
+/// serves it (else the call is forwarded to NCCL where that is allowed and possible, or fails).
+struct reduction_plan {
+  op::dynamic op;
+  std::optional<ark::dtype> as;
+  data_type type{}; ///< the call's own type and op, for the log
+  int nccl_op = 0;
+};
+
+/// Resolves the op and type of a reduction on c; throws failure for what no library serves (a
+/// NULL comm, a type or op that is not NCCL's or not c's).
 template <device P>
-bool serves(comm<P>* c, data_type t, int op) {
-  if (!c || !valid(t)) return true; // the call's own checks report it
-  try {
-    return reduced_as(t, c->op_of(op, t, "").k).has_value();
-  } catch (...) {
-    return true;
-  }
+reduction_plan plan_reduction(comm<P>* c, data_type t, int op, const char* call) {
+  if (!c) fail(result::invalid_argument, call, "comm is NULL");
+  check_type(t, call);
+  reduction_plan p{c->op_of(op, t, call), {}, t, op};
+  p.as = reduced_as(t, p.op.k);
+  return p;
 }
 
-/// A reduction: the op and type resolved now (errors returned by the call, as NCCL does), run
-/// now or at the group's end.
+/// A reduction ark serves (p.as is set), run now or at the group's end.
+template <device P, class F>
+result reduction(const char* call, comm<P>* c, const reduction_plan& p, typename P::stream s, F f) {
+  if (c->logs_calls())
+    log(2, [&] {
+      return std::string(call) + " " + name_of(p.type) + " op " + std::to_string(p.nccl_op) + ": ark";
+    });
+  return submit<P>(call, c, s, [=, d = p.op, as = *p.as](ark::communicator<P>& a) {
+    ark::with_dtype(as, [&](auto e) { f(e, d, a, c->options(s)); });
+  });
+}
+
+/// A reduction resolved now (errors returned by the call, as NCCL does), run now or at the
+/// group's end; one that ark does not serve fails (forward.hpp forwards it first where it may).
 template <device P, class F>
 result reduction(const char* call, comm<P>* c, data_type t, int op, typename P::stream s, F f) {
-  op::dynamic d;
-  ark::dtype as{};
+  reduction_plan p;
   const result r = guard(call, [&] {
-    if (!c) fail(result::invalid_argument, call, "comm is NULL");
-    check_type(t, call);
-    d = c->op_of(op, t, call);
-    const auto e = reduced_as(t, d.k);
-    if (!e)
+    p = plan_reduction(c, t, op, call);
+    if (!p.as)
       fail(result::invalid_argument, call,
            std::string("ark does not reduce ") + name_of(t) +
                " with this op, and the call could not be forwarded to NCCL");
-    as = *e;
   });
   if (r != result::success) return r;
-  log(2, [&] { return std::string(call) + " " + name_of(t) + " op " + std::to_string(op) + ": ark"; });
-  return submit<P>(call, c, s, [=](ark::communicator<P>& a) {
-    ark::with_dtype(as, [&](auto e) { f(e, d, a, c->options(s)); });
-  });
+  return reduction(call, c, p, s, f);
 }
 
 /// A call that moves bytes: any type, as bytes (every rank passes the same type, so the same
@@ -1014,37 +1031,48 @@ template <device P, class F>
 result movement(const char* call, comm<P>* c, data_type t, typename P::stream s, F f) {
   const result r = guard(call, [&] { check_type(t, call); });
   if (r != result::success) return r;
-  log(2, [&] { return std::string(call) + " " + name_of(t) + ": ark"; });
+  if (c && c->logs_calls()) log(2, [&] { return std::string(call) + " " + name_of(t) + ": ark"; });
   return submit<P>(call, c, s, [=](ark::communicator<P>& a) { f(a, c->options(s), size_of(t)); });
 }
 
 // collectives: reductions run in the data's ark type with a run-time op; the others move bytes
+// The reductions' work on ark's communicator, in the call's ark type (e) with its op (d).
+template <device P>
+auto all_reduce_work(const void* in, void* out, std::size_t count) {
+  return [=](auto e, op::dynamic d, ark::communicator<P>& a, const call_options<P>& o) {
+    using T = decltype(e);
+    a.all_reduce(static_cast<const T*>(in), static_cast<T*>(out), count, d, o);
+  };
+}
+template <device P>
+auto reduce_scatter_work(const void* in, void* out, std::size_t count) {
+  return [=](auto e, op::dynamic d, ark::communicator<P>& a, const call_options<P>& o) {
+    using T = decltype(e);
+    a.reduce_scatter(static_cast<const T*>(in), static_cast<T*>(out), count, d, o);
+  };
+}
+template <device P>
+auto reduce_work(const void* in, void* out, std::size_t count, int root) {
+  return [=](auto e, op::dynamic d, ark::communicator<P>& a, const call_options<P>& o) {
+    using T = decltype(e);
+    a.reduce(static_cast<const T*>(in), static_cast<T*>(out), count, root, d, o);
+  };
+}
+
 template <device P>
 result all_reduce(const void* in, void* out, std::size_t count, data_type t, int op, comm<P>* c,
-                  typename P::stream s, const char* call = "ncclAllReduce") {
-  return reduction(call, c, t, op, s,
-                   [=](auto e, op::dynamic d, ark::communicator<P>& a, const call_options<P>& o) {
-                     using T = decltype(e);
-                     a.all_reduce(static_cast<const T*>(in), static_cast<T*>(out), count, d, o);
-                   });
+                  typename P::stream s) {
+  return reduction("ncclAllReduce", c, t, op, s, all_reduce_work<P>(in, out, count));
 }
 template <device P>
 result reduce_scatter(const void* in, void* out, std::size_t count, data_type t, int op, comm<P>* c,
                       typename P::stream s) {
-  return reduction("ncclReduceScatter", c, t, op, s,
-                   [=](auto e, op::dynamic d, ark::communicator<P>& a, const call_options<P>& o) {
-                     using T = decltype(e);
-                     a.reduce_scatter(static_cast<const T*>(in), static_cast<T*>(out), count, d, o);
-                   });
+  return reduction("ncclReduceScatter", c, t, op, s, reduce_scatter_work<P>(in, out, count));
 }
 template <device P>
 result reduce(const void* in, void* out, std::size_t count, data_type t, int op, int root, comm<P>* c,
               typename P::stream s) {
-  return reduction("ncclReduce", c, t, op, s,
-                   [=](auto e, op::dynamic d, ark::communicator<P>& a, const call_options<P>& o) {
-                     using T = decltype(e);
-                     a.reduce(static_cast<const T*>(in), static_cast<T*>(out), count, root, d, o);
-                   });
+  return reduction("ncclReduce", c, t, op, s, reduce_work<P>(in, out, count, root));
 }
 
 template <device P>

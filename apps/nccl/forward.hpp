@@ -1,4 +1,4 @@
-// apps/nccl/forward.hpp: the real NCCL, for the calls ark does not serve (core.hpp's serves()).
+// apps/nccl/forward.hpp: the real NCCL, for the calls ark does not serve (core.hpp's reduction_plan).
 //
 // Loaded on the first forwarded call, from ARK_NCCL_LIBRARY, else beside PyTorch (the NCCL its
 // wheel depends on), else the CUDA toolkit's or the system's. It is opened with RTLD_DEEPBIND so
@@ -221,13 +221,18 @@ private:
   std::map<comm<P>*, void*> twins_;
 };
 
-/// A reduction: ark's (`ark_call()`) where it serves the type and op, else the real NCCL's
-/// (`real_call(real NCCL, twin communicator)`, returning NCCL's code) where forwarding is allowed
-/// and a library is found, else an error naming the call and why.
-template <device P, class Ark, class Real>
-result serve_or_forward(forward<P>& to, const char* call, comm<P>* c, data_type t, int op, Ark&& ark_call,
-                        Real&& real_call) {
-  if (serves(c, t, op)) return ark_call();
+/// A reduction, its type and op resolved once: ark's (core.hpp's `*_work`, on stream s) where it
+/// serves them, else the real NCCL's (`real_call(real NCCL, twin communicator)`, returning NCCL's
+/// code) where forwarding is allowed and a library is found, else an error naming the call and
+/// why. A NULL comm or a type or op that is not NCCL's (or not c's) is the call's error: nothing
+/// is forwarded.
+template <device P, class Work, class Real>
+result serve_or_forward(forward<P>& to, const char* call, comm<P>* c, data_type t, int op,
+                        typename P::stream s, Work&& work, Real&& real_call) {
+  reduction_plan p;
+  const result r = guard(call, [&] { p = plan_reduction(c, t, op, call); });
+  if (r != result::success) return r;
+  if (p.as) return reduction(call, c, p, s, std::forward<Work>(work));
   return to.run(call, c, std::forward<Real>(real_call));
 }
 

@@ -76,13 +76,15 @@ nc::comm_config config_of(const ncclConfig_t* c) {
   return out;
 }
 
-/// A reduction ark serves, or one forwarded to the real NCCL (or the reason neither can).
-template <class Ark, class Real>
-ncclResult_t reduction(const char* call, ncclComm_t comm, ncclDataType_t t, ncclRedOp_t op, Ark&& ark_call,
-                       Real&& real_call) {
-  return r(nc::serve_or_forward(
-      nc::forward<P>::get(), call, of(comm), dt(t), static_cast<int>(op), ark_call,
-      [&](nc::real_nccl& n, void* rc) { return real_call(n, static_cast<ncclComm_t>(rc)); }));
+/// A reduction ark serves (its work on ark's communicator), or one forwarded to the real NCCL (or
+/// the reason neither can).
+template <class Work, class Real>
+ncclResult_t reduction(const char* call, ncclComm_t comm, ncclDataType_t t, ncclRedOp_t op, stream_t s,
+                       Work&& work, Real&& real_call) {
+  return r(nc::serve_or_forward(nc::forward<P>::get(), call, of(comm), dt(t), static_cast<int>(op),
+                                stream_of(s), std::forward<Work>(work), [&](nc::real_nccl& n, void* rc) {
+                                  return real_call(n, static_cast<ncclComm_t>(rc));
+                                }));
 }
 
 } // namespace
@@ -214,26 +216,19 @@ ARK_EXPORT ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
 ARK_EXPORT ncclResult_t ncclAllReduce(const void* in, void* out, size_t count, ncclDataType_t t,
                                       ncclRedOp_t op, ncclComm_t comm, stream_t s) {
   return reduction(
-      "ncclAllReduce", comm, t, op,
-      [&] { return nc::all_reduce<P>(in, out, count, dt(t), static_cast<int>(op), of(comm), stream_of(s)); },
+      "ncclAllReduce", comm, t, op, s, nc::all_reduce_work<P>(in, out, count),
       [&](nc::real_nccl& n, ncclComm_t rc) { return n.all_reduce(in, out, count, t, op, rc, s); });
 }
 ARK_EXPORT ncclResult_t ncclReduceScatter(const void* in, void* out, size_t count, ncclDataType_t t,
                                           ncclRedOp_t op, ncclComm_t comm, stream_t s) {
   return reduction(
-      "ncclReduceScatter", comm, t, op,
-      [&] {
-        return nc::reduce_scatter<P>(in, out, count, dt(t), static_cast<int>(op), of(comm), stream_of(s));
-      },
+      "ncclReduceScatter", comm, t, op, s, nc::reduce_scatter_work<P>(in, out, count),
       [&](nc::real_nccl& n, ncclComm_t rc) { return n.reduce_scatter(in, out, count, t, op, rc, s); });
 }
 ARK_EXPORT ncclResult_t ncclReduce(const void* in, void* out, size_t count, ncclDataType_t t, ncclRedOp_t op,
                                    int root, ncclComm_t comm, stream_t s) {
   return reduction(
-      "ncclReduce", comm, t, op,
-      [&] {
-        return nc::reduce<P>(in, out, count, dt(t), static_cast<int>(op), root, of(comm), stream_of(s));
-      },
+      "ncclReduce", comm, t, op, s, nc::reduce_work<P>(in, out, count, root),
       [&](nc::real_nccl& n, ncclComm_t rc) { return n.reduce(in, out, count, t, op, root, rc, s); });
 }
 ARK_EXPORT ncclResult_t ncclAllGather(const void* in, void* out, size_t count, ncclDataType_t t,

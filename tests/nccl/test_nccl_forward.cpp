@@ -52,9 +52,8 @@ nc::settings with(const char* library, bool fallback = true) {
 result uint32_max(nc::forward<host>& to, ncomm* c, const std::vector<std::uint32_t>& in,
                   std::vector<std::uint32_t>& out) {
   return nc::serve_or_forward(
-      to, "ncclAllReduce", c, data_type::u32, max,
-      [&] { return nc::all_reduce<host>(in.data(), out.data(), in.size(), data_type::u32, max, c, nullptr); },
-      [&](nc::real_nccl& n, void* twin) {
+      to, "ncclAllReduce", c, data_type::u32, max, nullptr,
+      nc::all_reduce_work<host>(in.data(), out.data(), in.size()), [&](nc::real_nccl& n, void* twin) {
         return n.all_reduce(in.data(), out.data(), in.size(), nccl_uint32, max, twin, nullptr);
       });
 }
@@ -64,8 +63,8 @@ result uint32_max(nc::forward<host>& to, ncomm* c, const std::vector<std::uint32
 TEST_CASE("nccl forward: what ark does not reduce runs on the real NCCL, on a twin made from rank 0's id") {
   nc::forward<host> to(with(ARK_TEST_FAKE_NCCL));
   on_ranks(3, [&](int r, ncomm* c) {
-    REQUIRE_FALSE(nc::serves(c, data_type::u32, max));
-    REQUIRE(nc::serves(c, data_type::u32, sum));
+    REQUIRE_FALSE(nc::plan_reduction(c, data_type::u32, max, "t").as);
+    REQUIRE(nc::plan_reduction(c, data_type::u32, sum, "t").as);
     const std::vector<std::uint32_t> in{7u + r, 0u, 0xfffffff0u, 12345u, 1u};
     for (int call = 1; call <= 2; ++call) { // the twin is made once
       std::vector<std::uint32_t> out(in.size(), 0x5a5a5a5au);
@@ -81,13 +80,9 @@ TEST_CASE("nccl forward: what ark does not reduce runs on the real NCCL, on a tw
     }
     // uint32 sum: ark's, the fake never asked
     std::vector<std::uint32_t> out(in.size(), 0x5a5a5a5au);
-    REQUIRE(nc::serve_or_forward(
-                to, "ncclAllReduce", c, data_type::u32, sum,
-                [&] {
-                  return nc::all_reduce<host>(in.data(), out.data(), in.size(), data_type::u32, sum, c,
-                                              nullptr);
-                },
-                [&](nc::real_nccl&, void*) { return 3; }) == result::success);
+    REQUIRE(nc::serve_or_forward(to, "ncclAllReduce", c, data_type::u32, sum, nullptr,
+                                 nc::all_reduce_work<host>(in.data(), out.data(), in.size()),
+                                 [&](nc::real_nccl&, void*) { return 3; }) == result::success);
     CHECK(out[0] == (7u + 8u + 9u));
     CHECK(out[1] == 0u);
     CHECK(out[3] == 3u * 12345u);

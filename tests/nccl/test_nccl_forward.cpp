@@ -1,7 +1,8 @@
 // The NCCL API's fallback (apps/nccl/forward.hpp) on the host platform: a call ark does not serve
 // goes to the real library (here tests/nccl/fake_nccl.cpp, whose reductions complement their input)
 // on a twin communicator made from rank 0's id; a call ark serves never reaches it; forbidden
-// forwarding, a missing library and a library that is not NCCL are errors saying so, outputs untouched.
+// forwarding, a missing library and a library that is not NCCL are errors saying so, outputs untouched;
+// a call no library could serve (a bad comm, type or op) is the call's own error, never forwarded.
 #include "nccl/forward.hpp"
 #include "nccl/on_ranks.hpp"
 
@@ -130,5 +131,44 @@ TEST_CASE("nccl forward: inside a group a call ark does not serve is refused, sa
     REQUIRE(nc::group_end<host>() == result::success);
     CHECK(out == std::vector<std::uint32_t>(in.size(), 0x5a5a5a5au));
     CHECK(summed == std::vector<std::uint32_t>(in.size(), 11u));
+  });
+}
+
+TEST_CASE(
+    "nccl forward: what no library could serve (a NULL comm, a type or op that is not NCCL's, a user op "
+    "of another type) is the call's own error, never forwarded, output untouched") {
+  nc::forward<host> to(with(ARK_TEST_FAKE_NCCL));
+  on_ranks(2, [&](int, ncomm* c) {
+    const std::vector<std::uint32_t> in(4, 1u);
+    std::vector<std::uint32_t> out(in.size(), 0x5a5a5a5au);
+    int forwarded = 0;
+    const float factor = 2.0f;
+    int f32_op = -1; // a user op made for float
+    REQUIRE(nc::create_premul_sum<host>(&f32_op, &factor, data_type::f32,
+                                        nc::scalar_residence::host_immediate, c) == result::success);
+    struct bad {
+      ncomm* comm;
+      data_type t;
+      int op;
+      const char* says;
+    };
+    const bad cases[] = {
+        {nullptr, data_type::u32, max, "comm is NULL"},
+        {c, static_cast<data_type>(99), max, "is not an NCCL type"},
+        {c, data_type::u32, 99, "neither built in nor a user op"},
+        {c, data_type::u32, f32_op, "the user op was made for float32"},
+    };
+    for (const bad& b : cases) { // uint32 max alone would be forwarded: ark does not reduce it
+      CAPTURE(b.says);
+      CHECK(nc::serve_or_forward(to, "ncclAllReduce", b.comm, b.t, b.op, nullptr,
+                                 nc::all_reduce_work<host>(in.data(), out.data(), in.size()),
+                                 [&](nc::real_nccl&, void*) { return ++forwarded, 0; }) ==
+            result::invalid_argument);
+      const std::string text = nc::last_error_text();
+      CHECK(text.find("ncclAllReduce") != std::string::npos);
+      CHECK_MESSAGE(text.find(b.says) != std::string::npos, text);
+    }
+    CHECK(forwarded == 0);
+    CHECK(out == std::vector<std::uint32_t>(in.size(), 0x5a5a5a5au));
   });
 }

@@ -2,23 +2,26 @@
 // eager costs that no GPU timer shows (the NCCL API's shim against ark's own API, say). A CUPTI
 // injection library: load it with CUDA_INJECTION64_PATH=.../libcuda_api_tally.so and run any CUDA
 // program. On each thread it cuts the stream of CUDA runtime calls at every kernel or graph launch;
-// a segment is the calls since the previous launch, ending with this one. Segments are tallied
-// by the binary that launched (the object holding the kernel's host stub, so libnccl.so.2 apart
-// from the program) and by the names of their calls, in order. At exit it prints, for every
-// segment seen at least ARK_TALLY_MIN times (default 100): the count, the mean time inside CUDA
-// calls and the mean time outside them (the caller's own work: ark's host path, the shim's), in
-// ns. CUPTI's callbacks add their own cost to both sides alike; compare segments of one run.
-//   export CUDA_INJECTION64_PATH=build/bench/libcuda_api_tally.so
-//   LD_PRELOAD=build/apps/nccl/libnccl.so.2 build/bench/ark_bench_shared --ranks 2 --only dynamic --min 8
-//   --max 8
+// a segment is the calls since the previous launch, ending with this one. Segments are tallied by
+// the binary that launched (the object holding the kernel's host stub where the launch names one,
+// else the first caller on the stack outside CUDA: libnccl.so.2 apart from the program) and by the
+// names of their calls, in order. Runtime calls only: a driver-API launch (the real NCCL's) is not
+// seen. At exit it prints, for every segment seen at least ARK_TALLY_MIN times (default 100): the
+// count, the mean time inside CUDA calls and the mean time outside them (the caller's own work:
+// ark's host path, the shim's), in ns. CUPTI's callbacks add their own cost to both sides alike;
+// compare segments of one run.
+//   export CUDA_INJECTION64_PATH=$PWD/build/bench/libcuda_api_tally.so
+//   LD_PRELOAD=build/apps/nccl/libnccl.so.2 build/bench/ark_bench_shared --ranks 2 --min 8 --max 8
 #include <cupti.h>
 #include <dlfcn.h>
+#include <execinfo.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <string>
@@ -48,12 +51,18 @@ struct book {
 
 /// One thread's segment in progress.
 struct thread_state {
-  std::string calls;
+  std::string calls;          // the names so far; a call repeated at once is written once, with a '*'
+  const char* last = nullptr; // the last name written
   std::int64_t inside = 0, outside = 0;
   std::int64_t entered = 0, left = 0; // the last top-level call's enter and exit (0: none yet)
   int depth = 0;                      // runtime calls nest (cudaGraphLaunch inside a launch...)
 };
-thread_local thread_state mine;
+/// Never destroyed: CUDA calls at exit (a module's unregistration, a singleton's frees) come after
+/// the thread's own destructors ran.
+thread_local thread_state* mine = new thread_state;
+
+/// A segment's names stay readable whatever a thread does between launches (polls, say).
+constexpr std::size_t most_chars = 2000;
 
 /// The file of the object at address a (the program or a shared library), its base name.
 std::string binary_of(const void* a) {
@@ -63,7 +72,7 @@ std::string binary_of(const void* a) {
   return f.substr(f.rfind('/') + 1);
 }
 
-/// The launched kernel's host stub, where the call names one.
+/// The launched kernel's host stub, where the call's parameters name one.
 const void* launched(CUpti_CallbackId id, const CUpti_CallbackData* d) {
   switch (id) {
   case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000:
@@ -75,6 +84,20 @@ const void* launched(CUpti_CallbackId id, const CUpti_CallbackData* d) {
   default:
     return nullptr;
   }
+}
+
+/// The binary that made the current call, from the stack: the first frame outside CUPTI, this
+/// library and CUDA's shared runtime and driver (a program on the static runtime holds it: that
+/// frame is the program's). For launches that name no stub (CUDA 13's <<<>>> passes a kernel
+/// handle) and graph launches.
+std::string caller() {
+  void* frames[32];
+  const int n = backtrace(frames, 32);
+  for (int i = 1; i < n; ++i) {
+    const std::string b = binary_of(frames[i]);
+    if (b.rfind("libcupti", 0) != 0 && b.rfind("libcuda", 0) != 0) return b; // libcuda*: this one too
+  }
+  return "?";
 }
 
 bool is_launch(CUpti_CallbackId id) {
@@ -93,32 +116,46 @@ bool is_launch(CUpti_CallbackId id) {
   }
 }
 
+void note(thread_state& t, const char* name) {
+  if (t.last && std::strcmp(t.last, name) == 0) { // the same call again: one name, marked
+    if (t.calls.empty() || t.calls.back() != '*') t.calls += '*';
+    return;
+  }
+  t.last = name;
+  if (t.calls.size() > most_chars) {
+    if (t.calls.compare(t.calls.size() - 3, 3, "...") != 0) t.calls += ", ...";
+    return;
+  }
+  if (!t.calls.empty()) t.calls += ", ";
+  t.calls += name;
+}
+
 void CUPTIAPI on_call(void*, CUpti_CallbackDomain, CUpti_CallbackId id, const void* data) {
   const auto* d = static_cast<const CUpti_CallbackData*>(data);
-  thread_state& t = mine;
+  thread_state& t = *mine;
   if (d->callbackSite == CUPTI_API_ENTER) {
     if (t.depth++ > 0) return;
     const std::int64_t at = now_ns();
     if (t.left) t.outside += at - t.left;
     t.entered = at;
-    if (!t.calls.empty()) t.calls += ", ";
-    t.calls += d->functionName;
+    note(t, d->functionName);
     return;
   }
+  if (t.depth == 0) return; // an exit whose enter came before the subscription
   if (--t.depth > 0) return;
   const std::int64_t at = now_ns();
   t.inside += at - t.entered;
   t.left = at;
   if (!is_launch(id)) return;
   const void* stub = launched(id, d);
-  const std::string key = (stub ? binary_of(stub) : std::string("(graph or <<<>>>)")) + " | " + t.calls;
+  const std::string key = (stub ? binary_of(stub) : caller()) + " | " + t.calls;
   {
     book& b = book::get();
     std::lock_guard<std::mutex> lock(b.m);
     tally& s = b.segments[key];
     ++s.count, s.inside_ns += t.inside, s.outside_ns += t.outside;
   }
-  t.calls.clear(), t.inside = 0, t.outside = 0;
+  t.calls.clear(), t.last = nullptr, t.inside = 0, t.outside = 0;
   t.left = now_ns(); // the bookkeeping above is not the caller's
 }
 

@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cassert>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -693,8 +694,10 @@ private:
   std::string path_;
   int world_, rank_, device_;
   comm_config cfg_;
-  int budget_;      ///< each call's SM budget (ARK_MAX_CTAS, else the config's; 0: none)
-  bool logs_calls_; ///< settings read once: they are on every call's path
+  // read once from the settings, which are the process's and fixed at their first use: both are
+  // on every call's path
+  int budget_;      ///< each call's SM budget (ARK_MAX_CTAS, else the config's; 0 or less: none)
+  bool logs_calls_; ///< ARK_NCCL_DEBUG=INFO
   std::optional<ark::any_bootstrap> side_;
   std::unique_ptr<ark::communicator<P>> ark_;
   std::mutex m_;
@@ -1000,6 +1003,7 @@ reduction_plan plan_reduction(comm<P>* c, data_type t, int op, const char* call)
 /// A reduction ark serves (p.as is set), run now or at the group's end.
 template <device P, class F>
 result reduction(const char* call, comm<P>* c, const reduction_plan& p, typename P::stream s, F f) {
+  assert(p.as.has_value());
   if (c->logs_calls())
     log(2, [&] {
       return std::string(call) + " " + name_of(p.type) + " op " + std::to_string(p.nccl_op) + ": ark";

@@ -932,7 +932,7 @@ TEST_CASE("gpu: large messages, every all-reduce algorithm, the default configur
       d.upload(small_ints(n, rank));
       c.all_reduce<ark::algo::one_shot, ark::dma::thread_copy<2>>(d.get(), out.get(), n);
       c.all_reduce<ark::algo::two_shot, ark::dma::thread_copy<2>>(out.get(), out.get(), n);
-      c.all_reduce<ark::algo::ring, ark::dma::thread_copy<3>>(out.get(), out.get(), n);
+      c.all_reduce<ark::algo::ring, ark::dma::thread_copy<1>>(out.get(), out.get(), n);
       c.all_reduce(out.get(), out.get(), n); // automatic
       c.synchronize();
       bad[rank] = wrong_after(out.download(), world, 4);

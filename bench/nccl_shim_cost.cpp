@@ -1,10 +1,10 @@
 // bench/nccl_shim_cost.cpp: what the NCCL API (apps/nccl) adds to a call on the host, apart from
 // any GPU: one rank of the host platform, an all-reduce of two floats, the shim's path
 // (ncclAllReduce's, on the communicator's stream: resolve the type and op, serve or forward, the
-// group and launch-gate checks)
-// against ark's own API with the same run-time op. Loops of each in alternation, 21 pairs; prints
-// the median ns a call of each and the median of the pairs' differences. The instructions behind
-// that difference, exactly, under callgrind (the loops are the functions shim_calls and ark_calls):
+// group and launch-gate checks) against ark's own API with the same run-time op. Loops of each in
+// alternation, 21 pairs; prints the median ns a call of each and the median of the pairs'
+// differences. The instructions behind that difference, exactly, under callgrind (the loops are
+// the functions shim_calls and ark_calls):
 //   valgrind --tool=callgrind --callgrind-out-file=cg.out build/bench/nccl_shim_cost 1000
 //   callgrind_annotate --inclusive=yes cg.out | grep _calls
 // The host platform's collective is not the GPU's launch; the shim's own work is the same code.
@@ -61,10 +61,14 @@ int main(int argc, char** argv) {
   ark::communicator<host>& a = c->ark("nccl_shim_cost");
   const float in[2] = {1, 2};
   float out[2] = {0, 0};
-  bool right = shim_calls(c, in, out, 100) && out[0] == 1 && out[1] == 2; // one rank: the sum is the input
-  out[0] = out[1] = 0;
+  auto summed = [&] { // one rank: the sum is the input; the output is cleared for the next check
+    const bool ok = out[0] == 1 && out[1] == 2;
+    out[0] = out[1] = 0;
+    return ok;
+  };
+  bool right = shim_calls(c, in, out, 100) && summed();
   ark_calls(a, in, out, 100);
-  right = right && out[0] == 1 && out[1] == 2;
+  right = summed() && right;
   std::vector<double> shim, own, diff;
   for (int pair = 0; pair < 21; ++pair) {
     const bool shim_first = pair % 2 == 0; // neither always first
